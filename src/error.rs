@@ -1,0 +1,63 @@
+//! The crate's one error type: what parameter checking, the conversation rules and the
+//! stores can report. `rpc::error` maps each variant to its JSON-RPC code, in one place.
+
+/// Why a tool result was not accepted (spec section 3), carried as `data.reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SequenceReason {
+    /// The trailing group already holds a result for this call.
+    Duplicate,
+    /// The trailing group has no call with this id.
+    UnknownToolCall,
+    /// No tool-call group is open: the conversation moved on, or never called a tool.
+    NoPendingToolCalls,
+}
+
+impl SequenceReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SequenceReason::Duplicate => "duplicate_result",
+            SequenceReason::UnknownToolCall => "unknown_tool_call_id",
+            SequenceReason::NoPendingToolCalls => "no_pending_tool_calls",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Parameters of the wrong shape or value.
+    #[error("invalid params: {0}")]
+    InvalidParams(String),
+    /// No session has this id.
+    #[error("session not found: {0}")]
+    SessionNotFound(String),
+    /// A session with this id exists already.
+    #[error("session already exists: {0}")]
+    SessionExists(String),
+    /// `expected_revision` differs from the stored revision; nothing was changed.
+    #[error("revision conflict: expected {expected}, current {current}")]
+    RevisionConflict { expected: u64, current: u64 },
+    /// A tool result the conversation rules do not accept; nothing was stored.
+    #[error("invalid sequence: {detail}")]
+    InvalidSequence { reason: SequenceReason, tool_call_id: String, detail: String },
+    /// A frame or message over the configured limits.
+    #[error("too large: {0}")]
+    TooLarge(String),
+    /// The store failed; the request did not take effect.
+    #[error("storage unavailable: {0}")]
+    StorageUnavailable(String),
+    /// `at_message_id` names no message of the session.
+    #[error("message not found: {0}")]
+    MessageNotFound(String),
+    /// A bug: an invariant did not hold.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl Error {
+    pub fn invalid(detail: impl std::fmt::Display) -> Self {
+        Error::InvalidParams(detail.to_string())
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,97 @@
+//! The `convo` command: flags, logging to stderr, the store, then serve stdio.
+
+use std::io::IsTerminal as _;
+use std::process::ExitCode;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+use convo::rpc::{self, framing::Framing};
+use convo::store::StoreSpec;
+
+/// Keeps LLM conversation state for the program that spawns it: sessions, messages, tool
+/// calls and their results, repaired so that no model provider rejects them. Speaks
+/// JSON-RPC 2.0 on stdin/stdout (LSP `Content-Length` framing or newline-delimited JSON);
+/// logs go to stderr. The protocol is described in protocol/README.md.
+#[derive(Parser, Debug)]
+#[command(name = "convo", version, about, long_about)]
+struct Cli {
+    /// Where sessions are kept: `memory` (gone when the process ends).
+    #[arg(long, default_value = "memory", value_name = "STORE")]
+    store: StoreSpec,
+
+    /// How frames are delimited: `auto` reads the first byte (`{` or `[` selects
+    /// newline-delimited JSON, anything else LSP headers).
+    #[arg(long, value_enum, default_value = "auto")]
+    framing: FramingArg,
+
+    /// The largest frame accepted, in bytes; a larger one gets error 1005.
+    #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..=(1u64 << 32)))]
+    max_message_bytes: u64,
+
+    /// Log filter for stderr (error, warn, info, debug, trace, or a tracing
+    /// directive); overrides RUST_LOG. Default: warn.
+    #[arg(long, value_name = "FILTER")]
+    log_level: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum FramingArg {
+    Auto,
+    Lsp,
+    Ndjson,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(e) = init_logging(cli.log_level.as_deref()) {
+        eprintln!("convo: {e}");
+        return ExitCode::from(2);
+    }
+    let store = match cli.store.open() {
+        Ok(store) => store,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot open the store");
+            eprintln!("convo: cannot open the store: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let config = rpc::Config {
+        framing: match cli.framing {
+            FramingArg::Auto => None,
+            FramingArg::Lsp => Some(Framing::Lsp),
+            FramingArg::Ndjson => Some(Framing::Ndjson),
+        },
+        max_message_bytes: usize::try_from(cli.max_message_bytes).unwrap_or(usize::MAX),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("convo: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let served = runtime.block_on(rpc::serve(config, store, Box::new(std::io::stdin()), Box::new(std::io::stdout())));
+    // A reader thread may still be blocked on stdin; it must not hold the process.
+    runtime.shutdown_background();
+    match served {
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        Err(e) => {
+            eprintln!("convo: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(level: Option<&str>) -> Result<(), String> {
+    let filter = match level {
+        Some(level) => EnvFilter::try_new(level).map_err(|e| format!("invalid --log-level {level:?}: {e}"))?,
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    Ok(())
+}

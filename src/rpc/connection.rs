@@ -1,0 +1,248 @@
+//! One client connection: takes frames in the order they arrived, answers what is
+//! malformed, runs each call through the method registry (jsonrpsee's `Methods`) in its
+//! session's order, and keeps the lifecycle (`shutdown`, `exit`, end of input).
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures_util::FutureExt as _;
+use futures_util::future::{BoxFuture, join_all, ready};
+use jsonrpsee::types::{ErrorObjectOwned, Id, Params};
+use jsonrpsee::{ConnectionId, Extensions, MethodCallback, MethodResponse, Methods};
+use serde_json::value::RawValue;
+use tokio::sync::{Semaphore, mpsc};
+
+use crate::rpc::envelope::{Element, Frame, classify};
+use crate::rpc::error::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, plain, too_large};
+use crate::rpc::framing::Incoming;
+use crate::rpc::order::{self, Sequencer};
+use crate::rpc::peer::Peer;
+use crate::rpc::writer::Outbox;
+
+/// How many frames may be in flight before the connection stops reading (back-pressure).
+pub const MAX_IN_FLIGHT: u32 = 1024;
+
+/// A reply as JSON text; `None` for a notification.
+type Pending = BoxFuture<'static, Option<String>>;
+
+pub struct Connection {
+    methods: Methods,
+    outbox: Outbox,
+    peer: Arc<Peer>,
+    sequencer: Arc<Sequencer>,
+    in_flight: Arc<Semaphore>,
+    max_message_bytes: usize,
+    shutting_down: bool,
+    exit_code: Option<i32>,
+}
+
+impl Connection {
+    pub fn new(methods: Methods, outbox: Outbox, peer: Arc<Peer>, max_message_bytes: usize) -> Self {
+        Connection {
+            methods,
+            outbox,
+            peer,
+            sequencer: Arc::default(),
+            in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize)),
+            max_message_bytes,
+            shutting_down: false,
+            exit_code: None,
+        }
+    }
+
+    /// Serves until `exit` or the end of input, then waits for every call in flight to
+    /// be answered. Returns the process exit code.
+    pub async fn run(mut self, mut incoming: mpsc::Receiver<Incoming>) -> i32 {
+        while let Some(next) = incoming.recv().await {
+            match next {
+                Incoming::Frame(bytes) => self.frame(&bytes).await,
+                Incoming::TooLarge { id, size } => {
+                    self.reply_now(error_reply(id.as_deref(), too_large(size, self.max_message_bytes))).await
+                }
+                Incoming::Malformed(why) => {
+                    self.reply_now(error_reply(None, plain(PARSE_ERROR, format!("parse error: {why}")))).await
+                }
+            }
+            if self.exit_code.is_some() {
+                break;
+            }
+        }
+        let _all_answered = self.in_flight.acquire_many(MAX_IN_FLIGHT).await;
+        self.exit_code.unwrap_or(0)
+    }
+
+    async fn reply_now(&self, json: String) {
+        self.outbox.send(json).await;
+    }
+
+    async fn frame(&mut self, bytes: &[u8]) {
+        let pending: Pending = match classify(bytes) {
+            Frame::ParseError(e) => {
+                ready(Some(error_reply(None, plain(PARSE_ERROR, format!("parse error: {e}"))))).boxed()
+            }
+            Frame::EmptyBatch => {
+                ready(Some(error_reply(None, plain(INVALID_REQUEST, "invalid request: empty batch")))).boxed()
+            }
+            Frame::Single(element) => match self.element(element) {
+                Some(pending) => pending,
+                None => return,
+            },
+            Frame::Batch(elements) => {
+                let calls: Vec<Pending> = elements.into_iter().filter_map(|e| self.element(e)).collect();
+                if calls.is_empty() {
+                    return;
+                }
+                async move {
+                    let replies: Vec<String> = join_all(calls).await.into_iter().flatten().collect();
+                    (!replies.is_empty()).then(|| format!("[{}]", replies.join(",")))
+                }
+                .boxed()
+            }
+        };
+        let permit = self.in_flight.clone().acquire_owned().await;
+        let outbox = self.outbox.clone();
+        tokio::spawn(async move {
+            if let Some(reply) = pending.await {
+                outbox.send(reply).await;
+            }
+            drop(permit);
+        });
+    }
+
+    /// Starts one element of a frame: takes its place in the session order now, and
+    /// returns what will produce its reply.
+    fn element(&mut self, element: Element<'_>) -> Option<Pending> {
+        match element {
+            Element::Invalid { id, why } => {
+                let reply =
+                    error_reply(id.map(RawValue::get), plain(INVALID_REQUEST, format!("invalid request: {why}")));
+                Some(ready(Some(reply)).boxed())
+            }
+            Element::Response { id, ok } => {
+                if !self.peer.route(id, ok) {
+                    tracing::debug!(id = id.get(), "a response to no request of ours; ignored");
+                }
+                None
+            }
+            Element::Call { id, method, params } => self.call(id.map(|id| id.get().to_owned()), &method, params),
+        }
+    }
+
+    fn call(&mut self, id: Option<String>, method: &str, params: Option<&RawValue>) -> Option<Pending> {
+        if method == "exit" {
+            self.exit_code = Some(if self.shutting_down { 0 } else { 1 });
+            return None;
+        }
+        let reject =
+            |error: ErrorObjectOwned| id.as_deref().map(|id| ready(Some(error_reply(Some(id), error))).boxed());
+        if self.shutting_down {
+            return reject(plain(INVALID_REQUEST, "invalid request: the server is shutting down"));
+        }
+        let Some(callback) = self.methods.method(method).cloned() else {
+            if id.is_none() {
+                tracing::trace!(method, "ignoring a notification");
+            }
+            return reject(plain(METHOD_NOT_FOUND, format!("method not found: {method}")));
+        };
+        if method == "shutdown" {
+            self.shutting_down = true;
+        }
+        let mut turn = self.sequencer.enter(order::keys(params));
+        let params = Params::new(params.map(RawValue::get)).into_owned();
+        Some(
+            async move {
+                turn.ready().await;
+                let outcome = AssertUnwindSafe(invoke(callback, params)).catch_unwind().await;
+                drop(turn);
+                let id = id?;
+                Some(match outcome {
+                    Ok(response) => with_id(&id, response),
+                    Err(_) => error_reply(Some(&id), plain(INTERNAL_ERROR, "internal error: the method panicked")),
+                })
+            }
+            .boxed(),
+        )
+    }
+}
+
+async fn invoke(callback: MethodCallback, params: Params<'static>) -> MethodResponse {
+    match callback {
+        MethodCallback::Sync(f) => f(Id::Null, params, usize::MAX, Extensions::new()),
+        MethodCallback::Async(f) => f(Id::Null, params, ConnectionId(0), usize::MAX, Extensions::new()).await,
+        MethodCallback::Subscription(_) | MethodCallback::Unsubscription(_) => {
+            MethodResponse::error(Id::Null, plain(METHOD_NOT_FOUND, "method not found: subscriptions are not offered"))
+        }
+    }
+}
+
+/// What jsonrpsee writes before the payload of a response to `Id::Null`.
+const NULL_ID_PREFIX: &str = r#"{"jsonrpc":"2.0","id":null,"#;
+
+/// The response with the request's id as the client wrote it (jsonrpsee's `Id` cannot
+/// hold every JSON-RPC id, such as negative or fractional numbers).
+fn with_id(id: &str, response: MethodResponse) -> String {
+    let json = response.into_json();
+    match json.get().strip_prefix(NULL_ID_PREFIX) {
+        Some(rest) => {
+            let mut out = String::with_capacity(json.get().len() + id.len());
+            out.push_str(r#"{"jsonrpc":"2.0","id":"#);
+            out.push_str(id);
+            out.push(',');
+            out.push_str(rest);
+            out
+        }
+        None => {
+            tracing::error!(response = json.get(), "unexpected response layout from the registry");
+            error_reply(Some(id), plain(INTERNAL_ERROR, "internal error: unexpected response layout"))
+        }
+    }
+}
+
+pub fn error_reply(id: Option<&str>, error: ErrorObjectOwned) -> String {
+    let error = serde_json::to_string(&error)
+        .unwrap_or_else(|_| format!(r#"{{"code":{INTERNAL_ERROR},"message":"internal error"}}"#));
+    format!(r#"{{"jsonrpc":"2.0","id":{},"error":{error}}}"#, id.unwrap_or("null"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jsonrpsee::ResponsePayload;
+
+    #[tokio::test]
+    async fn a_panicking_method_gets_32603_and_the_connection_goes_on() {
+        let mut module = jsonrpsee::RpcModule::new(());
+        module.register_method::<Result<(), ErrorObjectOwned>, _>("boom", |_, _, _| panic!("boom")).unwrap();
+        module.register_async_method("fine", |_, _, _| async { Ok::<_, ErrorObjectOwned>(1) }).unwrap();
+        let (out_tx, mut out_rx) = mpsc::channel(16);
+        let outbox = Outbox::for_test(out_tx);
+        let connection = Connection::new(module.into(), outbox.clone(), Arc::new(Peer::new(outbox)), 1024);
+        let (tx, rx) = mpsc::channel(16);
+        for frame in [r#"{"jsonrpc":"2.0","id":1,"method":"boom"}"#, r#"{"jsonrpc":"2.0","id":2,"method":"fine"}"#] {
+            tx.send(Incoming::Frame(frame.into())).await.unwrap();
+        }
+        drop(tx);
+        assert_eq!(connection.run(rx).await, 0);
+        let mut replies = vec![out_rx.recv().await.unwrap(), out_rx.recv().await.unwrap()];
+        replies.sort();
+        assert_eq!(
+            replies,
+            [
+                r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"internal error: the method panicked"}}"#,
+                r#"{"jsonrpc":"2.0","id":2,"result":1}"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn replies_carry_the_id_as_written() {
+        let ok = MethodResponse::response(Id::Null, ResponsePayload::success(5), usize::MAX);
+        assert_eq!(with_id("-1.5", ok), r#"{"jsonrpc":"2.0","id":-1.5,"result":5}"#);
+        let err = MethodResponse::error(Id::Null, plain(1001, "no"));
+        assert_eq!(with_id(r#""x""#, err), r#"{"jsonrpc":"2.0","id":"x","error":{"code":1001,"message":"no"}}"#);
+        assert_eq!(
+            error_reply(None, plain(-32700, "bad")),
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad"}}"#
+        );
+    }
+}

@@ -1,0 +1,182 @@
+//! Classifies one frame's JSON before anything runs: a parse error (-32700), an invalid
+//! request (-32600), a request, a notification, a response to a request the server sent,
+//! or a batch of those. Tolerant of unknown members; borrows everything from the frame.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+
+/// One element of a frame.
+#[derive(Debug)]
+pub enum Element<'a> {
+    /// A request (`id` present, possibly `null`) or a notification (`id` absent).
+    Call { id: Option<&'a RawValue>, method: Cow<'a, str>, params: Option<&'a RawValue> },
+    /// A response to a request the server sent.
+    Response { id: &'a RawValue, ok: Result<&'a RawValue, &'a RawValue> },
+    /// Not a valid JSON-RPC 2.0 message; `id` when one could be read.
+    Invalid { id: Option<&'a RawValue>, why: &'static str },
+}
+
+#[derive(Debug)]
+pub enum Frame<'a> {
+    Single(Element<'a>),
+    Batch(Vec<Element<'a>>),
+    /// Not JSON at all.
+    ParseError(String),
+    /// `[]`.
+    EmptyBatch,
+}
+
+pub fn classify(bytes: &[u8]) -> Frame<'_> {
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first == Some(&b'[') {
+        return match serde_json::from_slice::<Vec<&RawValue>>(bytes) {
+            Ok(items) if items.is_empty() => Frame::EmptyBatch,
+            Ok(items) => Frame::Batch(items.into_iter().map(|raw| element(raw.get().as_bytes())).collect()),
+            Err(e) => Frame::ParseError(e.to_string()),
+        };
+    }
+    match serde_json::from_slice::<Envelope>(bytes) {
+        Ok(env) => Frame::Single(env.element()),
+        Err(e) if e.is_data() => Frame::Single(Element::Invalid { id: None, why: "a request must be a JSON object" }),
+        Err(e) => Frame::ParseError(e.to_string()),
+    }
+}
+
+/// A batch member: already known to be well-formed JSON.
+fn element(bytes: &[u8]) -> Element<'_> {
+    match serde_json::from_slice::<Envelope>(bytes) {
+        Ok(env) => env.element(),
+        Err(_) => Element::Invalid { id: None, why: "a request must be a JSON object" },
+    }
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(default, borrow, deserialize_with = "present")]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    method: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    params: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    error: Option<&'a RawValue>,
+}
+
+/// Keeps a member that is present with the value `null` apart from an absent one.
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+impl<'a> Envelope<'a> {
+    fn element(self) -> Element<'a> {
+        let id = self.id.filter(|id| is_valid_id(id));
+        let invalid = |why| Element::Invalid { id, why };
+        if self.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
+            return invalid("`jsonrpc` must be \"2.0\"");
+        }
+        if self.id.is_some() && id.is_none() {
+            return invalid("`id` must be a string, a number or null");
+        }
+        let Some(method) = self.method else {
+            return match (id, self.result, self.error) {
+                (Some(id), Some(result), None) => Element::Response { id, ok: Ok(result) },
+                (Some(id), None, Some(error)) => Element::Response { id, ok: Err(error) },
+                _ => invalid("`method` is missing"),
+            };
+        };
+        let Ok(method) = serde_json::from_str::<Cow<str>>(method.get()) else {
+            return invalid("`method` must be a string");
+        };
+        // `"params": null` is read as no params, as many LSP clients send it.
+        let params = self.params.filter(|p| p.get() != "null");
+        if let Some(params) = params
+            && !params.get().starts_with(['{', '['])
+        {
+            return invalid("`params` must be an object or an array");
+        }
+        Element::Call { id: self.id, method, params }
+    }
+}
+
+fn is_valid_id(id: &RawValue) -> bool {
+    let s = id.get();
+    s == "null" || s.starts_with('"') || s.starts_with(|c: char| c == '-' || c.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn single(s: &str) -> Element<'_> {
+        match classify(s.as_bytes()) {
+            Frame::Single(e) => e,
+            other => panic!("not a single element: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn requests_and_notifications() {
+        let Element::Call { id, method, params } = single(r#"{"jsonrpc":"2.0","id":-1.5,"method":"a\/b","params":{}}"#)
+        else {
+            panic!()
+        };
+        assert_eq!((id.unwrap().get(), &*method, params.unwrap().get()), ("-1.5", "a/b", "{}"));
+        let Element::Call { id, .. } = single(r#"{"jsonrpc":"2.0","method":"n","extra":1}"#) else { panic!() };
+        assert!(id.is_none());
+        let Element::Call { id, .. } = single(r#"{"jsonrpc":"2.0","id":null,"method":"n"}"#) else { panic!() };
+        assert_eq!(id.unwrap().get(), "null");
+    }
+
+    #[test]
+    fn invalid_requests_keep_a_readable_id() {
+        let cases = [
+            (r#"{"id":1,"method":"m"}"#, Some("1")),
+            (r#"{"jsonrpc":"1.0","id":"x","method":"m"}"#, Some("\"x\"")),
+            (r#"{"jsonrpc":"2.0","id":{},"method":"m"}"#, None),
+            (r#"{"jsonrpc":"2.0","id":2,"method":5}"#, Some("2")),
+            (r#"{"jsonrpc":"2.0","id":3,"method":"m","params":"x"}"#, Some("3")),
+            (r#"{"jsonrpc":"2.0","id":4}"#, Some("4")),
+            (r#"{"foo":1}"#, None),
+            ("5", None),
+        ];
+        for (input, want) in cases {
+            match single(input) {
+                Element::Invalid { id, .. } => assert_eq!(id.map(RawValue::get), want, "{input}"),
+                other => panic!("{input}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn parse_errors_and_batches() {
+        assert!(matches!(classify(b"{\"a\":"), Frame::ParseError(_)));
+        assert!(matches!(classify(b"\xff\xfe"), Frame::ParseError(_)));
+        assert!(matches!(classify(b"[1,"), Frame::ParseError(_)));
+        assert!(matches!(classify(b" [] "), Frame::EmptyBatch));
+        // Deep nesting is stepped over, not recursed into: no stack overflow.
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(
+            matches!(&classify(deep.as_bytes()), Frame::Batch(items) if matches!(items[..], [Element::Invalid { .. }]))
+        );
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{{"a":{}{}}}}}"#,
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        assert!(matches!(classify(deep.as_bytes()), Frame::Single(Element::Call { .. })));
+        let Frame::Batch(items) =
+            classify(br#"[1,{"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":9,"result":null}]"#)
+        else {
+            panic!()
+        };
+        assert!(matches!(items[0], Element::Invalid { .. }));
+        assert!(matches!(items[1], Element::Call { id: None, .. }));
+        assert!(matches!(items[2], Element::Response { ok: Ok(_), .. }));
+    }
+}

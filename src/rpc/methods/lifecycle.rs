@@ -1,0 +1,55 @@
+//! `initialize` and `shutdown`. (`exit` is a notification the connection handles itself.)
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+use crate::rpc::framing::Framing;
+use crate::rpc::methods::Ctx;
+
+/// The protocol version this server speaks.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Whatever an LSP-style client sends (process id, client info, ...) is accepted.
+#[derive(Deserialize)]
+pub struct InitializeParams {}
+
+#[derive(Serialize, Clone)]
+pub struct InitializeResult {
+    server_info: ServerInfo,
+    protocol_version: u32,
+    capabilities: Capabilities,
+}
+
+#[derive(Serialize, Clone)]
+struct ServerInfo {
+    name: &'static str,
+    version: &'static str,
+}
+
+#[derive(Serialize, Clone)]
+struct Capabilities {
+    methods: Vec<&'static str>,
+    store: &'static str,
+    max_message_bytes: usize,
+    framing: &'static str,
+}
+
+pub async fn initialize(ctx: Arc<Ctx>, _: InitializeParams) -> Result<InitializeResult> {
+    Ok(InitializeResult {
+        server_info: ServerInfo { name: "convo", version: env!("CARGO_PKG_VERSION") },
+        protocol_version: PROTOCOL_VERSION,
+        capabilities: Capabilities {
+            methods: ctx.method_names.get().cloned().unwrap_or_default(),
+            store: ctx.store.kind(),
+            max_message_bytes: ctx.max_message_bytes,
+            framing: ctx.framing.get().unwrap_or(Framing::Lsp).name(),
+        },
+    })
+}
+
+/// Makes every acknowledged write durable; the connection rejects requests after it.
+pub async fn shutdown(ctx: Arc<Ctx>, _: InitializeParams) -> Result<()> {
+    ctx.store.flush().await
+}

@@ -1,0 +1,122 @@
+//! Methods on whole sessions: create, get, list, update, delete, fork, clear.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+use crate::rpc::methods::{Ctx, RevisionParams, SessionParams, present};
+use crate::session::{Fields, ListKey, Patch, SessionId, SessionInfo};
+
+#[derive(Deserialize)]
+pub struct CreateParams {
+    #[serde(default)]
+    session_id: Option<SessionId>,
+    #[serde(default)]
+    system: Option<String>,
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    metadata: Option<Map<String, Value>>,
+}
+
+pub async fn create(ctx: Arc<Ctx>, p: CreateParams) -> Result<SessionInfo> {
+    let fields = Fields { system: p.system, cwd: p.cwd, title: p.title, metadata: p.metadata };
+    ctx.store.create(p.session_id.map(SessionId::into_string), fields).await
+}
+
+pub async fn get(ctx: Arc<Ctx>, p: SessionParams) -> Result<SessionInfo> {
+    ctx.store.get(p.session_id.as_str()).await
+}
+
+#[derive(Deserialize)]
+pub struct ListParams {
+    #[serde(default)]
+    limit: Option<u64>,
+    #[serde(default)]
+    cursor: Option<String>,
+}
+
+#[derive(Serialize, Clone)]
+pub struct ListResult {
+    sessions: Vec<SessionInfo>,
+    next_cursor: Option<String>,
+}
+
+pub const DEFAULT_LIST_LIMIT: u64 = 100;
+pub const MAX_LIST_LIMIT: u64 = 1000;
+
+pub async fn list(ctx: Arc<Ctx>, p: ListParams) -> Result<ListResult> {
+    let limit = p.limit.unwrap_or(DEFAULT_LIST_LIMIT);
+    if !(1..=MAX_LIST_LIMIT).contains(&limit) {
+        return Err(Error::invalid(format!("limit must be from 1 to {MAX_LIST_LIMIT}, not {limit}")));
+    }
+    let limit = limit as usize;
+    let after = p.cursor.as_deref().map(ListKey::from_cursor).transpose()?;
+    let mut sessions = ctx.store.list(limit + 1, after).await?;
+    let next_cursor = if sessions.len() > limit {
+        sessions.truncate(limit);
+        sessions.last().map(|s| ListKey::of(s).to_cursor())
+    } else {
+        None
+    };
+    Ok(ListResult { sessions, next_cursor })
+}
+
+#[derive(Deserialize)]
+pub struct UpdateParams {
+    session_id: SessionId,
+    #[serde(default, deserialize_with = "present")]
+    system: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    cwd: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    title: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    metadata: Option<Option<Map<String, Value>>>,
+    #[serde(default)]
+    expected_revision: Option<u64>,
+}
+
+pub async fn update(ctx: Arc<Ctx>, p: UpdateParams) -> Result<SessionInfo> {
+    let patch = Patch { system: p.system, cwd: p.cwd, title: p.title, metadata: p.metadata };
+    ctx.store.update(p.session_id.as_str(), patch, p.expected_revision).await
+}
+
+#[derive(Serialize, Clone)]
+pub struct Deleted {
+    deleted: bool,
+}
+
+pub async fn delete(ctx: Arc<Ctx>, p: SessionParams) -> Result<Deleted> {
+    ctx.store.delete(p.session_id.as_str()).await?;
+    Ok(Deleted { deleted: true })
+}
+
+#[derive(Deserialize)]
+pub struct ForkParams {
+    session_id: SessionId,
+    #[serde(default)]
+    new_session_id: Option<SessionId>,
+    #[serde(default)]
+    at_message_id: Option<String>,
+}
+
+pub async fn fork(ctx: Arc<Ctx>, p: ForkParams) -> Result<SessionInfo> {
+    let new_id = p.new_session_id.map(SessionId::into_string);
+    ctx.store.fork(p.session_id.as_str(), new_id, p.at_message_id).await
+}
+
+#[derive(Serialize, Clone)]
+pub struct Cleared {
+    removed: u64,
+    revision: u64,
+}
+
+pub async fn clear(ctx: Arc<Ctx>, p: RevisionParams) -> Result<Cleared> {
+    let done = ctx.store.clear(p.session_id.as_str(), p.expected_revision).await?;
+    Ok(Cleared { removed: done.removed, revision: done.revision })
+}

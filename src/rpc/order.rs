@@ -1,0 +1,128 @@
+//! Per-session ordering. Each request names the sessions it touches (its keys); it runs
+//! after every earlier request with one of its keys has finished, and concurrently with
+//! requests on other sessions. Keys are taken in the order requests were received.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::sync::watch;
+
+#[derive(Default, Debug)]
+pub struct Sequencer {
+    /// For each key, the request that took it last; it signals by dropping its sender.
+    last: Mutex<HashMap<String, watch::Receiver<()>>>,
+}
+
+/// A request's place in the order of each of its keys.
+pub struct Turn {
+    sequencer: Arc<Sequencer>,
+    keys: Vec<String>,
+    before: Vec<watch::Receiver<()>>,
+    mine: watch::Receiver<()>,
+    _done: watch::Sender<()>,
+}
+
+impl Sequencer {
+    /// Takes the next place for `keys`; must be called in the order requests arrive.
+    pub fn enter(self: &Arc<Self>, mut keys: Vec<String>) -> Turn {
+        keys.sort_unstable();
+        keys.dedup();
+        let (done, mine) = watch::channel(());
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        let before = keys.iter().filter_map(|k| last.insert(k.clone(), mine.clone())).collect();
+        Turn { sequencer: self.clone(), keys, before, mine, _done: done }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.last.lock().unwrap().len()
+    }
+}
+
+impl Turn {
+    /// Waits until every earlier request with one of these keys has finished.
+    pub async fn ready(&mut self) {
+        for earlier in &mut self.before {
+            // Err means the sender is gone: that request has finished.
+            let _ = earlier.changed().await;
+        }
+        self.before.clear();
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let mut last = self.sequencer.last.lock().unwrap_or_else(PoisonError::into_inner);
+        for key in &self.keys {
+            if last.get(key).is_some_and(|rx| rx.same_channel(&self.mine)) {
+                last.remove(key);
+            }
+        }
+    }
+}
+
+/// The sessions a request touches: `session_id`, `new_session_id` and `data.session_id`
+/// of its params, whatever the method.
+pub fn keys(params: Option<&RawValue>) -> Vec<String> {
+    #[derive(Deserialize)]
+    struct Keys<'a> {
+        #[serde(borrow)]
+        session_id: Option<&'a RawValue>,
+        #[serde(borrow)]
+        new_session_id: Option<&'a RawValue>,
+        #[serde(borrow)]
+        data: Option<&'a RawValue>,
+    }
+    #[derive(Deserialize)]
+    struct Data<'a> {
+        #[serde(borrow)]
+        session_id: Option<&'a RawValue>,
+    }
+    fn object<'a, T: Deserialize<'a>>(raw: &'a RawValue) -> Option<T> {
+        raw.get().starts_with('{').then(|| serde_json::from_str(raw.get()).ok()).flatten()
+    }
+    fn string(raw: Option<&RawValue>) -> Option<String> {
+        serde_json::from_str(raw?.get()).ok()
+    }
+    let Some(k) = params.and_then(object::<Keys>) else {
+        return Vec::new();
+    };
+    let data = k.data.and_then(object::<Data>).and_then(|d| string(d.session_id));
+    [string(k.session_id), string(k.new_session_id), data].into_iter().flatten().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.into()).unwrap()
+    }
+
+    #[test]
+    fn keys_from_params() {
+        let k = |s: &str| keys(Some(&raw(s)));
+        assert_eq!(k(r#"{"session_id":"a","new_session_id":"b"}"#), ["a", "b"]);
+        assert_eq!(k(r#"{"data":{"session_id":"c","messages":[]}}"#), ["c"]);
+        assert_eq!(k(r#"["a"]"#), Vec::<String>::new());
+        assert_eq!(k(r#"{"session_id":5}"#), Vec::<String>::new());
+        assert_eq!(keys(None), Vec::<String>::new());
+    }
+
+    #[tokio::test]
+    async fn same_key_runs_in_order_other_keys_do_not_wait() {
+        let seq = Arc::new(Sequencer::default());
+        let first = seq.enter(vec!["a".into()]);
+        let mut second = seq.enter(vec!["a".into(), "a".into()]);
+        let mut other = seq.enter(vec!["b".into()]);
+        tokio::time::timeout(Duration::from_secs(5), other.ready()).await.unwrap();
+        assert!(tokio::time::timeout(Duration::from_millis(50), second.ready()).await.is_err());
+        drop(first);
+        tokio::time::timeout(Duration::from_secs(5), second.ready()).await.unwrap();
+        drop((second, other));
+        assert_eq!(seq.len(), 0, "finished requests leave nothing behind");
+    }
+}

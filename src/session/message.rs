@@ -1,0 +1,308 @@
+//! Messages: the stored shape, and the checks that turn a client's JSON into one.
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+
+/// The content of the result stored or shown for a call that never got one.
+pub const CANCELLED_CONTENT: &str = "Cancelled — connection was lost before this tool ran.";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+/// A message as stored and returned. Every field is serialized, `null` where unset.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Message {
+    /// `None` only for the synthetic results a repaired history view adds.
+    pub id: Option<String>,
+    pub role: Role,
+    pub content: Value,
+    pub name: Option<String>,
+    pub tool_call_id: Option<String>,
+    pub tool_calls: Option<Vec<Value>>,
+    pub images: Option<Vec<String>>,
+    pub metadata: Option<Map<String, Value>>,
+    pub created_at: String,
+}
+
+impl Message {
+    /// A message with a fresh id and time stamp and no optional fields.
+    pub fn new(role: Role, content: Value) -> Self {
+        Message {
+            id: Some(new_message_id()),
+            role,
+            content,
+            name: None,
+            tool_call_id: None,
+            tool_calls: None,
+            images: None,
+            metadata: None,
+            created_at: now(),
+        }
+    }
+
+    /// The result that stands in for a call that never got one.
+    pub fn cancelled(tool_call_id: &str, id: Option<String>) -> Self {
+        let mut metadata = Map::new();
+        metadata.insert("synthetic".into(), Value::Bool(true));
+        Message {
+            id,
+            tool_call_id: Some(tool_call_id.to_owned()),
+            metadata: Some(metadata),
+            ..Message::new(Role::Tool, Value::String(CANCELLED_CONTENT.into()))
+        }
+    }
+
+    /// The ids of this message's tool calls, in order; empty when it has none.
+    pub fn call_ids(&self) -> impl Iterator<Item = &str> {
+        self.tool_calls.iter().flatten().filter_map(call_id)
+    }
+
+    pub fn opens_group(&self) -> bool {
+        self.role == Role::Assistant && self.tool_calls.as_ref().is_some_and(|c| !c.is_empty())
+    }
+}
+
+/// The `id` of a ToolCall object.
+pub fn call_id(call: &Value) -> Option<&str> {
+    call.get("id").and_then(Value::as_str)
+}
+
+pub fn new_message_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+/// The current time as a fixed-width RFC 3339 string, so time stamps sort as text.
+pub fn now() -> String {
+    humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string()
+}
+
+/// A message as a client sends it. Unknown fields are ignored; `id` and `created_at`
+/// are honoured only on import.
+#[derive(Debug, Deserialize)]
+pub struct MessageInput {
+    pub role: Role,
+    #[serde(default)]
+    pub content: Value,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
+    #[serde(default)]
+    pub tool_calls: Option<Vec<Value>>,
+    #[serde(default)]
+    pub images: Option<Vec<String>>,
+    #[serde(default)]
+    pub metadata: Option<Map<String, Value>>,
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub created_at: Option<String>,
+}
+
+/// Whether a message's given `id` and `created_at` are kept (import) or replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Identity {
+    Fresh,
+    Keep,
+}
+
+impl MessageInput {
+    /// Checks the field rules of spec section 2 and builds the message to store.
+    pub fn into_message(self, identity: Identity) -> Result<Message> {
+        check_content(&self.content)?;
+        let tool_call_id = match (self.role, self.tool_call_id) {
+            (Role::Tool, Some(id)) if !id.is_empty() => Some(id),
+            (Role::Tool, _) => return Err(Error::invalid("a tool message needs a non-empty tool_call_id")),
+            (role, Some(_)) => {
+                return Err(Error::invalid(format!("tool_call_id is not allowed on a {} message", role_name(role))));
+            }
+            (_, None) => None,
+        };
+        let tool_calls = match self.tool_calls {
+            Some(calls) if calls.is_empty() => None,
+            Some(calls) if self.role == Role::Assistant => Some(check_tool_calls(calls)?),
+            Some(_) => {
+                return Err(Error::invalid(format!(
+                    "tool_calls are only allowed on an assistant message, not on a {} message",
+                    role_name(self.role)
+                )));
+            }
+            None => None,
+        };
+        if let Some(images) = &self.images {
+            check_images(images)?;
+        }
+        let mut message = Message {
+            tool_call_id,
+            tool_calls,
+            name: self.name,
+            images: self.images,
+            metadata: self.metadata,
+            ..Message::new(self.role, self.content)
+        };
+        if identity == Identity::Keep {
+            if let Some(id) = self.id {
+                if id.is_empty() {
+                    return Err(Error::invalid("a message id must not be empty"));
+                }
+                message.id = Some(id);
+            }
+            if let Some(at) = self.created_at {
+                if !is_rfc3339(&at) {
+                    return Err(Error::invalid(format!("created_at is not an RFC 3339 time stamp: {at:?}")));
+                }
+                message.created_at = at;
+            }
+        }
+        Ok(message)
+    }
+}
+
+pub fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    }
+}
+
+/// Content is a string, an array of content parts (objects with a string `type`), or null.
+pub fn check_content(content: &Value) -> Result<()> {
+    match content {
+        Value::Null | Value::String(_) => Ok(()),
+        Value::Array(parts) => {
+            for (i, part) in parts.iter().enumerate() {
+                if !part.get("type").is_some_and(Value::is_string) {
+                    return Err(Error::invalid(format!("content part {i} must be an object with a string `type`")));
+                }
+            }
+            Ok(())
+        }
+        _ => Err(Error::invalid("content must be a string, an array of content parts or null")),
+    }
+}
+
+fn check_tool_calls(calls: Vec<Value>) -> Result<Vec<Value>> {
+    let mut seen = std::collections::HashSet::new();
+    for (i, call) in calls.iter().enumerate() {
+        let id = match call_id(call) {
+            Some(id) if call.is_object() && !id.is_empty() => id,
+            _ => return Err(Error::invalid(format!("tool call {i} must be an object with a non-empty string `id`"))),
+        };
+        if !seen.insert(id) {
+            return Err(Error::invalid(format!("tool call id {id:?} appears twice in one message")));
+        }
+    }
+    Ok(calls)
+}
+
+fn check_images(images: &[String]) -> Result<()> {
+    const BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        base64::engine::GeneralPurposeConfig::new()
+            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+    );
+    for (i, image) in images.iter().enumerate() {
+        if image.is_empty() {
+            return Err(Error::invalid(format!("image {i} is empty")));
+        }
+        if let Err(e) = BASE64.decode(image) {
+            return Err(Error::invalid(format!("image {i} is not valid base64: {e}")));
+        }
+    }
+    Ok(())
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`, the profile of RFC 3339 time stamps.
+fn is_rfc3339(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let fixed = b.len() >= 20
+        && digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10)
+        && matches!(b[10], b'T' | b't' | b' ')
+        && digits(11..13)
+        && b[13] == b':'
+        && digits(14..16)
+        && b[16] == b':'
+        && digits(17..19);
+    if !fixed {
+        return false;
+    }
+    let mut rest = &b[19..];
+    if let [b'.', tail @ ..] = rest {
+        let n = tail.iter().take_while(|c| c.is_ascii_digit()).count();
+        if n == 0 {
+            return false;
+        }
+        rest = &tail[n..];
+    }
+    let offset_ok = match rest {
+        [b'Z' | b'z'] => true,
+        [b'+' | b'-', h1, h2, b':', m1, m2] => [h1, h2, m1, m2].iter().all(|c| c.is_ascii_digit()),
+        _ => false,
+    };
+    // The calendar fields must also make a real date and time.
+    offset_ok && humantime::parse_rfc3339_weak(std::str::from_utf8(&b[..19]).unwrap_or("")).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn input(v: Value) -> Result<Message> {
+        serde_json::from_value::<MessageInput>(v).map_err(Error::invalid)?.into_message(Identity::Keep)
+    }
+
+    #[test]
+    fn tool_fields_belong_to_their_roles() {
+        assert!(input(json!({"role": "user", "content": "hi", "tool_call_id": "x"})).is_err());
+        assert!(input(json!({"role": "tool", "content": "r"})).is_err());
+        assert!(input(json!({"role": "user", "tool_calls": [{"id": "a"}]})).is_err());
+        assert!(input(json!({"role": "assistant", "tool_calls": [{"id": ""}]})).is_err());
+        assert!(input(json!({"role": "assistant", "tool_calls": [{"id": "a"}, {"id": "a"}]})).is_err());
+        let m = input(json!({"role": "user", "content": "hi", "tool_call_id": null, "tool_calls": null})).unwrap();
+        assert_eq!((m.tool_call_id, m.tool_calls), (None, None));
+    }
+
+    #[test]
+    fn content_shapes() {
+        assert!(input(json!({"role": "user", "content": 5})).is_err());
+        assert!(input(json!({"role": "user", "content": [{"text": "no type"}]})).is_err());
+        let parts = json!([{"type": "text", "text": "a", "image_url": null}]);
+        assert_eq!(input(json!({"role": "user", "content": parts})).unwrap().content, parts);
+    }
+
+    #[test]
+    fn images_are_base64() {
+        assert!(input(json!({"role": "user", "images": ["iVBORw0KGgo="]})).is_ok());
+        assert!(input(json!({"role": "user", "images": ["iVBORw0KGgo"]})).is_ok());
+        assert!(input(json!({"role": "user", "images": ["not base64!"]})).is_err());
+        assert!(input(json!({"role": "user", "images": [""]})).is_err());
+    }
+
+    #[test]
+    fn time_stamps() {
+        assert!(is_rfc3339(&now()));
+        assert!(is_rfc3339("2024-01-01T10:00:00.123456+02:00"));
+        assert!(is_rfc3339("2024-01-01T10:00:00Z"));
+        assert!(!is_rfc3339("2024-13-01T10:00:00Z"));
+        assert!(!is_rfc3339("2024-01-01T10:00:00"));
+        assert!(!is_rfc3339("yesterday"));
+        assert_eq!(now().len(), "2024-01-01T10:00:00.000000Z".len());
+    }
+}

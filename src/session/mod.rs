@@ -1,0 +1,14 @@
+//! The domain: messages, sessions and the conversation rules. Pure and synchronous; it
+//! knows nothing of JSON-RPC or of how sessions are stored.
+
+mod info;
+mod message;
+mod rules;
+
+pub use info::{
+    Fields, ForkPoint, Import, ListKey, Patch, SessionId, SessionInfo, check_revision, check_session_id, new_session_id,
+};
+pub use message::{
+    CANCELLED_CONTENT, Identity, Message, MessageInput, Role, call_id, check_content, new_message_id, now,
+};
+pub use rules::{Repaired, Tail, plan_append, plan_import, turns_cut};

@@ -1,0 +1,242 @@
+//! The conversation rules of spec section 3: tool-call groups, "moving on cancels",
+//! repair of the trailing group, turns and trimming. Pure functions over messages.
+
+use std::collections::HashSet;
+
+use crate::error::{Error, Result, SequenceReason};
+use crate::session::message::{Message, Role};
+
+/// The trailing tool-call group of a history: the calls of the last assistant message
+/// with `tool_calls`, when nothing but tool results has followed it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tail {
+    group: Option<Group>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Group {
+    calls: Vec<String>,
+    answered: HashSet<String>,
+}
+
+impl Tail {
+    /// Reads the trailing group from a history given newest message first; it stops at
+    /// the first message that is not a tool result.
+    pub fn from_newest_first<'a>(newest_first: impl IntoIterator<Item = &'a Message>) -> Tail {
+        let mut answered = HashSet::new();
+        for message in newest_first {
+            match message.role {
+                Role::Tool => {
+                    answered.extend(message.tool_call_id.clone());
+                }
+                _ if message.opens_group() => {
+                    let calls = message.call_ids().map(str::to_owned).collect();
+                    return Tail { group: Some(Group { calls, answered }) };
+                }
+                _ => break,
+            }
+        }
+        Tail::default()
+    }
+
+    /// The calls of the trailing group that have no result yet, in call order.
+    pub fn unanswered(&self) -> impl Iterator<Item = &str> {
+        self.group.iter().flat_map(|g| g.calls.iter().filter(|c| !g.answered.contains(*c))).map(String::as_str)
+    }
+
+    /// The synthetic results a repaired view shows for the unanswered calls; not stored.
+    pub fn repair_view(&self) -> Vec<Message> {
+        self.unanswered().map(|c| Message::cancelled(c, None)).collect()
+    }
+
+    /// Whether a tool result for `tool_call_id` would be accepted now.
+    pub fn check_result(&self, tool_call_id: &str) -> Result<()> {
+        let reason = match &self.group {
+            None => SequenceReason::NoPendingToolCalls,
+            Some(g) if g.answered.contains(tool_call_id) => SequenceReason::Duplicate,
+            Some(g) if !g.calls.iter().any(|c| c == tool_call_id) => SequenceReason::UnknownToolCall,
+            Some(_) => return Ok(()),
+        };
+        let detail = match reason {
+            SequenceReason::NoPendingToolCalls => {
+                format!("no tool call is waiting for a result, so the result for {tool_call_id:?} is not accepted")
+            }
+            SequenceReason::Duplicate => format!("tool call {tool_call_id:?} already has a result"),
+            SequenceReason::UnknownToolCall => {
+                format!("the last tool-call group has no call with id {tool_call_id:?}")
+            }
+        };
+        Err(Error::InvalidSequence { reason, tool_call_id: tool_call_id.to_owned(), detail })
+    }
+
+    /// Appends `message` to `out` under the rules: a tool result must answer an open call
+    /// of the trailing group; any other message first stores a cancelled result for each
+    /// unanswered call. Returns how many cancelled results it stored.
+    pub fn push(&mut self, message: Message, out: &mut Vec<Message>) -> Result<usize> {
+        if message.role == Role::Tool {
+            let id = message.tool_call_id.as_deref().unwrap_or_default();
+            self.check_result(id)?;
+            if let Some(g) = &mut self.group {
+                g.answered.insert(id.to_owned());
+            }
+            out.push(message);
+            return Ok(0);
+        }
+        let before = out.len();
+        out.extend(self.unanswered().map(|c| Message::cancelled(c, Some(crate::session::new_message_id()))));
+        let added = out.len() - before;
+        self.group = message
+            .opens_group()
+            .then(|| Group { calls: message.call_ids().map(str::to_owned).collect(), answered: HashSet::new() });
+        out.push(message);
+        Ok(added)
+    }
+}
+
+/// Runs `messages` through the rules after a history whose trailing group is `tail`;
+/// all or nothing. Returns the messages to store (cancelled results included).
+pub fn plan_append(mut tail: Tail, messages: Vec<Message>) -> Result<Vec<Message>> {
+    let mut out = Vec::with_capacity(messages.len());
+    for message in messages {
+        tail.push(message, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// What an import had to change: cancelled results added, orphan results dropped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Repaired {
+    pub added: usize,
+    pub dropped: usize,
+}
+
+/// Checks an imported history: a dangling call in the middle gets its cancelled
+/// results; a result with no open call fails the import, or is dropped with `repair`.
+pub fn plan_import(messages: Vec<Message>, repair: bool) -> Result<(Vec<Message>, Repaired)> {
+    let mut ids = HashSet::with_capacity(messages.len());
+    for m in &messages {
+        if let Some(id) = &m.id
+            && !ids.insert(id.as_str())
+        {
+            return Err(Error::invalid(format!("message id {id:?} appears twice")));
+        }
+    }
+    let mut tail = Tail::default();
+    let mut out = Vec::with_capacity(messages.len());
+    let mut repaired = Repaired::default();
+    for message in messages {
+        match tail.push(message, &mut out) {
+            Ok(added) => repaired.added += added,
+            Err(Error::InvalidSequence { .. }) if repair => repaired.dropped += 1,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((out, repaired))
+}
+
+/// How many of the oldest messages `trim` with `max_turns` drops. A turn starts at a
+/// `user` message; messages before the first one are the oldest turn. Reads the history
+/// newest first and only as far as the last `max_turns` turns reach.
+pub fn turns_cut<'a>(len: usize, newest_first: impl IntoIterator<Item = &'a Message>, max_turns: u64) -> usize {
+    if max_turns == 0 {
+        return len;
+    }
+    let mut users = 0;
+    for (back, message) in newest_first.into_iter().enumerate() {
+        if message.role == Role::User {
+            users += 1;
+            if users == max_turns {
+                return len - 1 - back;
+            }
+        }
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn user(text: &str) -> Message {
+        Message::new(Role::User, json!(text))
+    }
+    fn calls(ids: &[&str]) -> Message {
+        let mut m = Message::new(Role::Assistant, Value::Null);
+        m.tool_calls = Some(ids.iter().map(|id| json!({"id": id, "name": "f", "arguments": {}})).collect());
+        m
+    }
+    fn result(id: &str) -> Message {
+        let mut m = Message::new(Role::Tool, json!("ok"));
+        m.tool_call_id = Some(id.into());
+        m
+    }
+    fn tail_of(history: &[Message]) -> Tail {
+        Tail::from_newest_first(history.iter().rev())
+    }
+    fn reason(e: Error) -> SequenceReason {
+        match e {
+            Error::InvalidSequence { reason, .. } => reason,
+            other => panic!("expected a sequence error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn parallel_calls_answered_out_of_order() {
+        let history = vec![user("go"), calls(&["a", "b", "c"]), result("c")];
+        let tail = tail_of(&history);
+        assert_eq!(tail.unanswered().collect::<Vec<_>>(), ["a", "b"]);
+        let out = plan_append(tail, vec![result("a"), result("b")]).unwrap();
+        assert_eq!(out.len(), 2);
+        let view = tail_of(&[history, out].concat()).repair_view();
+        assert!(view.is_empty());
+    }
+
+    #[test]
+    fn results_that_are_not_accepted() {
+        let history = vec![user("go"), calls(&["a"]), result("a")];
+        assert_eq!(reason(tail_of(&history).check_result("a").unwrap_err()), SequenceReason::Duplicate);
+        assert_eq!(reason(tail_of(&history).check_result("z").unwrap_err()), SequenceReason::UnknownToolCall);
+        assert_eq!(reason(tail_of(&[user("x")]).check_result("a").unwrap_err()), SequenceReason::NoPendingToolCalls);
+        // all or nothing: the good first result is not kept either
+        let tail = tail_of(&[user("go"), calls(&["a", "b"])]);
+        assert!(plan_append(tail, vec![result("a"), result("a")]).is_err());
+    }
+
+    #[test]
+    fn moving_on_cancels_then_rejects_late_result() {
+        let tail = tail_of(&[user("go"), calls(&["a", "b"]), result("b")]);
+        let out = plan_append(tail, vec![user("next")]).unwrap();
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].tool_call_id.as_deref(), Some("a"));
+        assert_eq!(out[0].metadata.as_ref().unwrap()["synthetic"], json!(true));
+        assert!(out[0].id.is_some());
+        let history = [vec![user("go"), calls(&["a", "b"]), result("b")], out].concat();
+        assert_eq!(reason(tail_of(&history).check_result("a").unwrap_err()), SequenceReason::NoPendingToolCalls);
+    }
+
+    #[test]
+    fn import_repairs_middle_and_orphans() {
+        let msgs = vec![result("orphan"), user("go"), calls(&["a"]), user("again")];
+        assert!(plan_import(msgs.clone(), false).is_err());
+        let (out, repaired) = plan_import(msgs, true).unwrap();
+        assert_eq!(repaired, Repaired { added: 1, dropped: 1 });
+        assert_eq!(
+            out.iter().map(|m| m.role).collect::<Vec<_>>(),
+            [Role::User, Role::Assistant, Role::Tool, Role::User]
+        );
+    }
+
+    #[test]
+    fn turns() {
+        let h = [Message::new(Role::System, json!("s")), user("1"), calls(&["a"]), result("a"), user("2"), user("3")];
+        let cut = |n| turns_cut(h.len(), h.iter().rev(), n);
+        assert_eq!(cut(0), 6);
+        assert_eq!(cut(1), 5);
+        assert_eq!(cut(2), 4);
+        assert_eq!(cut(3), 1);
+        assert_eq!(cut(4), 0, "the leading system message is the oldest turn");
+        assert_eq!(cut(9), 0);
+        assert_eq!(turns_cut(0, [].iter(), 0), 0);
+    }
+}

@@ -1,0 +1,282 @@
+//! The in-memory backend (`--store memory`): for throw-away sessions and tests.
+//!
+//! Histories are persistent vectors (`imbl`), so a fork shares its parent's messages and
+//! costs the same whatever their number. Each mutation builds the new entry from a cheap
+//! clone and swaps it in, so a failure half-way leaves the stored entry as it was.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+
+use crate::error::{Error, Result};
+use crate::session::{
+    Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, Tail, check_revision, new_session_id, now,
+    plan_append, turns_cut,
+};
+use crate::store::{Appended, HistoryPage, Removed, Store};
+
+#[derive(Default)]
+pub struct MemoryStore {
+    sessions: Mutex<HashMap<String, Entry>>,
+}
+
+#[derive(Clone)]
+struct Entry {
+    fields: Fields,
+    revision: u64,
+    created_at: String,
+    updated_at: String,
+    forked_from: Option<ForkPoint>,
+    history: History,
+}
+
+/// A session's messages, and where each message id stands, counted from the first
+/// message the session ever had (so dropping old messages moves no index).
+#[derive(Clone, Default)]
+struct History {
+    messages: imbl::Vector<Arc<Message>>,
+    first: u64,
+    positions: imbl::HashMap<String, u64>,
+}
+
+impl History {
+    fn push(&mut self, message: Message) {
+        if let Some(id) = &message.id {
+            self.positions.insert(id.clone(), self.first + self.messages.len() as u64);
+        }
+        self.messages.push_back(Arc::new(message));
+    }
+
+    /// The index of message `id`. A fork shares its parent's map, so an entry is
+    /// trusted only when the message at that index has that id.
+    fn index_of(&self, id: &str) -> Option<usize> {
+        let at = usize::try_from(self.positions.get(id)?.checked_sub(self.first)?).ok()?;
+        (self.messages.get(at)?.id.as_deref() == Some(id)).then_some(at)
+    }
+
+    fn drop_oldest(&mut self, n: usize) {
+        for message in self.messages.iter().take(n) {
+            if let Some(id) = &message.id {
+                self.positions.remove(id);
+            }
+        }
+        self.messages = self.messages.skip(n);
+        self.first += n as u64;
+    }
+
+    fn newest_first(&self) -> impl Iterator<Item = &Message> {
+        self.messages.iter().rev().map(|m| &**m)
+    }
+
+    fn tail(&self) -> Tail {
+        Tail::from_newest_first(self.newest_first())
+    }
+}
+
+impl Entry {
+    fn new(fields: Fields, history: History, forked_from: Option<ForkPoint>) -> Self {
+        let at = now();
+        Entry { fields, revision: 0, created_at: at.clone(), updated_at: at, forked_from, history }
+    }
+
+    fn info(&self, session_id: &str) -> SessionInfo {
+        SessionInfo {
+            session_id: session_id.to_owned(),
+            system: self.fields.system.clone(),
+            cwd: self.fields.cwd.clone(),
+            title: self.fields.title.clone(),
+            metadata: self.fields.metadata.clone(),
+            message_count: self.history.messages.len() as u64,
+            revision: self.revision,
+            created_at: self.created_at.clone(),
+            updated_at: self.updated_at.clone(),
+            forked_from: self.forked_from.clone(),
+        }
+    }
+
+    fn touch(&mut self) {
+        self.revision += 1;
+        self.updated_at = now();
+    }
+}
+
+type Sessions = HashMap<String, Entry>;
+
+impl MemoryStore {
+    fn lock(&self) -> MutexGuard<'_, Sessions> {
+        // Entries are swapped in whole, so a panic elsewhere cannot have left one torn.
+        self.sessions.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs `change` on a copy of the session's entry and stores the copy when it
+    /// returns `Ok(true)` (changed: revision +1) or `Ok(false)` (nothing changed).
+    fn mutate<T>(
+        &self,
+        session_id: &str,
+        expected_revision: Option<u64>,
+        change: impl FnOnce(&mut Entry) -> Result<(bool, T)>,
+    ) -> Result<(T, SessionInfo)> {
+        let mut sessions = self.lock();
+        let entry = sessions.get_mut(session_id).ok_or_else(|| not_found(session_id))?;
+        check_revision(expected_revision, entry.revision)?;
+        let mut next = entry.clone();
+        let (changed, out) = change(&mut next)?;
+        if changed {
+            next.touch();
+            *entry = next;
+        }
+        Ok((out, entry.info(session_id)))
+    }
+
+    fn read<T>(&self, session_id: &str, f: impl FnOnce(&Entry) -> T) -> Result<T> {
+        self.lock().get(session_id).map(f).ok_or_else(|| not_found(session_id))
+    }
+}
+
+fn not_found(session_id: &str) -> Error {
+    Error::SessionNotFound(session_id.to_owned())
+}
+
+fn free_id(sessions: &Sessions, wanted: Option<String>) -> Result<String> {
+    match wanted {
+        Some(id) if sessions.contains_key(&id) => Err(Error::SessionExists(id)),
+        Some(id) => Ok(id),
+        None => Ok(new_session_id()),
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn create(&self, session_id: Option<String>, fields: Fields) -> Result<SessionInfo> {
+        let mut sessions = self.lock();
+        let id = free_id(&sessions, session_id)?;
+        let entry = Entry::new(fields, History::default(), None);
+        let info = entry.info(&id);
+        sessions.insert(id, entry);
+        Ok(info)
+    }
+
+    async fn get(&self, session_id: &str) -> Result<SessionInfo> {
+        self.read(session_id, |e| e.info(session_id))
+    }
+
+    async fn list(&self, limit: usize, after: Option<ListKey>) -> Result<Vec<SessionInfo>> {
+        let sessions = self.lock();
+        let mut keyed: Vec<(ListKey, &String, &Entry)> = sessions
+            .iter()
+            .map(|(id, e)| (ListKey { updated_at: e.updated_at.clone(), session_id: id.clone() }, id, e))
+            .filter(|(key, ..)| after.as_ref().is_none_or(|after| key < after))
+            .collect();
+        keyed.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        Ok(keyed.into_iter().take(limit).map(|(_, id, e)| e.info(id)).collect())
+    }
+
+    async fn update(&self, session_id: &str, patch: Patch, expected_revision: Option<u64>) -> Result<SessionInfo> {
+        let ((), info) = self.mutate(session_id, expected_revision, |e| Ok((patch.apply(&mut e.fields), ())))?;
+        Ok(info)
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<()> {
+        self.lock().remove(session_id).map(drop).ok_or_else(|| not_found(session_id))
+    }
+
+    async fn append(
+        &self,
+        session_id: &str,
+        messages: Vec<Message>,
+        expected_revision: Option<u64>,
+    ) -> Result<Appended> {
+        let message_ids: Vec<String> = messages.iter().filter_map(|m| m.id.clone()).collect();
+        let (index, info) = self.mutate(session_id, expected_revision, |e| {
+            let planned = plan_append(e.history.tail(), messages)?;
+            let changed = !planned.is_empty();
+            planned.into_iter().for_each(|m| e.history.push(m));
+            Ok((changed, e.history.messages.len().saturating_sub(1) as u64))
+        })?;
+        Ok(Appended { message_ids, index, revision: info.revision })
+    }
+
+    async fn history(&self, session_id: &str, offset: u64, limit: Option<u64>) -> Result<HistoryPage> {
+        self.read(session_id, |e| {
+            let messages = &e.history.messages;
+            let start = usize::try_from(offset).unwrap_or(usize::MAX).min(messages.len());
+            let take = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+            HistoryPage {
+                info: e.info(session_id),
+                messages: messages.iter().skip(start).take(take).cloned().collect(),
+                tail: e.history.tail(),
+            }
+        })
+    }
+
+    async fn trim_turns(&self, session_id: &str, max_turns: u64, expected_revision: Option<u64>) -> Result<Removed> {
+        let (removed, info) = self.mutate(session_id, expected_revision, |e| {
+            let cut = turns_cut(e.history.messages.len(), e.history.newest_first(), max_turns);
+            e.history.drop_oldest(cut);
+            Ok((cut > 0, cut as u64))
+        })?;
+        Ok(Removed { removed, revision: info.revision })
+    }
+
+    async fn clear(&self, session_id: &str, expected_revision: Option<u64>) -> Result<Removed> {
+        let (removed, info) = self.mutate(session_id, expected_revision, |e| {
+            let removed = e.history.messages.len();
+            e.history = History::default();
+            Ok((removed > 0, removed as u64))
+        })?;
+        Ok(Removed { removed, revision: info.revision })
+    }
+
+    async fn fork(
+        &self,
+        session_id: &str,
+        new_session_id: Option<String>,
+        at_message_id: Option<String>,
+    ) -> Result<SessionInfo> {
+        let mut sessions = self.lock();
+        let parent = sessions.get(session_id).ok_or_else(|| not_found(session_id))?;
+        let mut history = parent.history.clone();
+        if let Some(at) = at_message_id {
+            let index = history.index_of(&at).ok_or(Error::MessageNotFound(at))?;
+            history.messages.truncate(index + 1);
+        }
+        let forked_from = ForkPoint {
+            session_id: session_id.to_owned(),
+            message_id: history.messages.last().and_then(|m| m.id.clone()),
+        };
+        let entry = Entry::new(parent.fields.clone(), history, Some(forked_from));
+        let id = free_id(&sessions, new_session_id)?;
+        let info = entry.info(&id);
+        sessions.insert(id, entry);
+        Ok(info)
+    }
+
+    async fn import(&self, import: Import, replace: bool) -> Result<SessionInfo> {
+        let mut history = History::default();
+        import.messages.into_iter().for_each(|m| history.push(m));
+        let mut entry = Entry::new(import.fields, history, None);
+        let mut sessions = self.lock();
+        let id = match import.session_id {
+            Some(id) if replace => {
+                if let Some(old) = sessions.get(&id) {
+                    entry.created_at = old.created_at.clone();
+                    entry.revision = old.revision + 1;
+                }
+                id
+            }
+            other => free_id(&sessions, other)?,
+        };
+        let info = entry.info(&id);
+        sessions.insert(id, entry);
+        Ok(info)
+    }
+
+    async fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,118 @@
+//! Where sessions live. `Store` is the one interface every backend implements; each
+//! mutation applies the conversation rules (`crate::session`) inside its own atomic step,
+//! checks `expected_revision` there, and either takes effect whole or not at all.
+
+mod memory;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+use crate::session::{Fields, Import, ListKey, Message, Patch, SessionInfo, Tail};
+
+pub use memory::MemoryStore;
+
+/// What an append stored: the ids of the messages the client gave, in order (cancelled
+/// results the rules added before them are not listed), the index of the last one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Appended {
+    pub message_ids: Vec<String>,
+    pub index: u64,
+    pub revision: u64,
+}
+
+/// What trim or clear did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Removed {
+    pub removed: u64,
+    pub revision: u64,
+}
+
+/// One page of a session's stored history, with what a repaired view needs.
+#[derive(Debug, Clone)]
+pub struct HistoryPage {
+    pub info: SessionInfo,
+    /// The stored messages from `offset`, at most `limit` of them.
+    pub messages: Vec<Arc<Message>>,
+    /// The trailing tool-call group of the whole history.
+    pub tail: Tail,
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// `memory`, `sqlite` or `postgres`, as `initialize` reports it.
+    fn kind(&self) -> &'static str;
+
+    /// Creates an empty session; a server-chosen id when `session_id` is `None`.
+    async fn create(&self, session_id: Option<String>, fields: Fields) -> Result<SessionInfo>;
+
+    async fn get(&self, session_id: &str) -> Result<SessionInfo>;
+
+    /// Up to `limit` sessions in `ListKey` order, starting after `after`.
+    async fn list(&self, limit: usize, after: Option<ListKey>) -> Result<Vec<SessionInfo>>;
+
+    async fn update(&self, session_id: &str, patch: Patch, expected_revision: Option<u64>) -> Result<SessionInfo>;
+
+    /// Deletes a session; its forks keep their history.
+    async fn delete(&self, session_id: &str) -> Result<()>;
+
+    /// Appends `messages` (fresh ids, already field-checked) under the rules of
+    /// `session::plan_append`, all or nothing.
+    async fn append(
+        &self,
+        session_id: &str,
+        messages: Vec<Message>,
+        expected_revision: Option<u64>,
+    ) -> Result<Appended>;
+
+    /// Stored messages `offset..offset + limit` (to the end when `limit` is `None`).
+    async fn history(&self, session_id: &str, offset: u64, limit: Option<u64>) -> Result<HistoryPage>;
+
+    /// Keeps the last `max_turns` turns whole (`session::turns_cut`).
+    async fn trim_turns(&self, session_id: &str, max_turns: u64, expected_revision: Option<u64>) -> Result<Removed>;
+
+    /// Drops every message, keeping the system prompt, cwd, title and metadata.
+    async fn clear(&self, session_id: &str, expected_revision: Option<u64>) -> Result<Removed>;
+
+    /// Copies a session, its history up to and including `at_message_id` when given, in
+    /// time that does not grow with the history's length.
+    async fn fork(
+        &self,
+        session_id: &str,
+        new_session_id: Option<String>,
+        at_message_id: Option<String>,
+    ) -> Result<SessionInfo>;
+
+    /// Stores a whole imported session (already checked by `session::plan_import`);
+    /// with `replace`, over an existing one, continuing its revision count.
+    async fn import(&self, import: Import, replace: bool) -> Result<SessionInfo>;
+
+    /// Makes every acknowledged write durable; called before the server exits.
+    async fn flush(&self) -> Result<()>;
+}
+
+/// The backends `--store` can name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreSpec {
+    Memory,
+}
+
+impl std::str::FromStr for StoreSpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "memory" => Ok(StoreSpec::Memory),
+            other => Err(format!("unknown store {other:?}: this build offers `memory`")),
+        }
+    }
+}
+
+impl StoreSpec {
+    pub fn open(&self) -> Result<Arc<dyn Store>> {
+        match self {
+            StoreSpec::Memory => Ok(Arc::new(MemoryStore::default())),
+        }
+    }
+}

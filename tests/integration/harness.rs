@@ -1,0 +1,293 @@
+//! Spawns the real `convo` binary on pipes and talks to it as a client would. Every
+//! result is checked against its method's result schema in protocol/openrpc.json, every
+//! error against the error table there, and stdout must hold nothing but frames.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+pub use serde_json::{Value, json};
+
+/// How long any one reply may take before a test fails instead of hanging.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    Lsp,
+    Ndjson,
+}
+
+impl Framing {
+    pub fn encode(self, body: &[u8]) -> Vec<u8> {
+        match self {
+            Framing::Lsp => [format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes(), body].concat(),
+            Framing::Ndjson => [body, b"\n"].concat(),
+        }
+    }
+}
+
+pub struct Server {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    replies: Receiver<Result<Value, String>>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    pub framing: Framing,
+    next_id: u64,
+}
+
+impl Server {
+    pub fn start(framing: Framing) -> Server {
+        Server::with_args(framing, &[])
+    }
+
+    pub fn with_args(framing: Framing, args: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_convo"))
+            .args(["--store", "memory"])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn convo");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, replies) = mpsc::channel();
+        std::thread::spawn(move || read_frames(BufReader::new(stdout), framing, tx));
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let mut pipe = child.stderr.take().unwrap();
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0; 4096];
+            while let Ok(n @ 1..) = pipe.read(&mut buf) {
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Server { stdin: child.stdin.take(), child, replies, stderr, framing, next_id: 1 }
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(bytes).expect("write to convo");
+        stdin.flush().unwrap();
+    }
+
+    /// Sends one JSON value as a frame.
+    pub fn send(&mut self, message: &Value) {
+        let frame = self.framing.encode(message.to_string().as_bytes());
+        self.send_raw(&frame);
+    }
+
+    /// Sends a request and returns its id.
+    pub fn send_request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    pub fn notify(&mut self, method: &str, params: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// The next frame the server writes.
+    pub fn recv(&mut self) -> Value {
+        match self.replies.recv_timeout(PATIENCE) {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => panic!("stdout held something that is not a frame: {e}\nstderr: {}", self.stderr()),
+            Err(e) => panic!("no reply ({e:?}); stderr: {}", self.stderr()),
+        }
+    }
+
+    /// Asserts that the server writes nothing more for a moment.
+    pub fn assert_silent(&mut self) {
+        match self.replies.recv_timeout(Duration::from_millis(300)) {
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
+            Ok(frame) => panic!("unexpected frame: {frame:?}"),
+        }
+    }
+
+    /// Sends a request and returns the whole response, which must carry its id.
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params);
+        let reply = self.recv();
+        assert_eq!(reply["id"], json!(id), "reply to another request: {reply}");
+        assert_eq!(reply["jsonrpc"], "2.0");
+        reply
+    }
+
+    /// Calls a method that must succeed; returns its result, checked against the spec.
+    pub fn call(&mut self, method: &str, params: Value) -> Value {
+        let reply = self.request(method, params);
+        assert!(reply.get("error").is_none(), "{method} failed: {reply}");
+        let result = reply["result"].clone();
+        check_result(method, &result);
+        result
+    }
+
+    /// Calls a method that must fail; returns the error object, checked against the spec.
+    pub fn fail(&mut self, method: &str, params: Value, code: i64) -> Value {
+        let reply = self.request(method, params);
+        let error = reply.get("error").unwrap_or_else(|| panic!("{method} should fail with {code}: {reply}")).clone();
+        assert_eq!(error["code"], json!(code), "{method}: {error}");
+        check_error(&error);
+        error
+    }
+
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin.take();
+    }
+
+    /// Closes stdin and waits for the process to end.
+    pub fn finish(&mut self) -> ExitStatus {
+        self.close_stdin();
+        self.wait()
+    }
+
+    pub fn wait(&mut self) -> ExitStatus {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "convo did not exit; stderr: {}", self.stderr());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Every frame still to come, until stdout closes.
+    pub fn drain(&mut self) -> Vec<Value> {
+        let mut out = Vec::new();
+        loop {
+            match self.replies.recv_timeout(PATIENCE) {
+                Ok(Ok(v)) => out.push(v),
+                Ok(Err(e)) => panic!("stdout held something that is not a frame: {e}"),
+                Err(RecvTimeoutError::Disconnected) => return out,
+                Err(RecvTimeoutError::Timeout) => panic!("stdout did not close"),
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads the server's stdout strictly: exactly `Content-Length: N\r\n\r\n` then N bytes
+/// (LSP), or one JSON value per line (NDJSON).
+fn read_frames(mut out: impl BufRead, framing: Framing, tx: mpsc::Sender<Result<Value, String>>) {
+    loop {
+        let body = match framing {
+            Framing::Ndjson => {
+                let mut line = Vec::new();
+                match out.read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) if line.last() != Some(&b'\n') => Err(format!("unterminated line {line:?}")),
+                    Ok(_) => Ok(line),
+                }
+            }
+            Framing::Lsp => {
+                let mut header = Vec::new();
+                match out.read_until(b'\n', &mut header) {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => lsp_body(&mut out, &header),
+                }
+            }
+        };
+        let parsed = body.and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("{e}: {b:?}")));
+        if tx.send(parsed).is_err() {
+            return;
+        }
+    }
+}
+
+fn lsp_body(out: &mut impl BufRead, header: &[u8]) -> Result<Vec<u8>, String> {
+    let text = std::str::from_utf8(header).map_err(|e| e.to_string())?;
+    let n: usize = text
+        .strip_prefix("Content-Length: ")
+        .and_then(|t| t.strip_suffix("\r\n"))
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| format!("bad header line {text:?}"))?;
+    let mut blank = [0; 2];
+    out.read_exact(&mut blank).map_err(|e| e.to_string())?;
+    if &blank != b"\r\n" {
+        return Err(format!("header not followed by CRLF: {blank:?}"));
+    }
+    let mut body = vec![0; n];
+    out.read_exact(&mut body).map_err(|e| e.to_string())?;
+    Ok(body)
+}
+
+/// protocol/openrpc.json, read once.
+pub fn openrpc() -> &'static Value {
+    static DOC: OnceLock<Value> = OnceLock::new();
+    DOC.get_or_init(|| {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/protocol/openrpc.json");
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).expect("openrpc.json is JSON")
+    })
+}
+
+/// A validator for `schema`, with `#/components/...` references resolved in openrpc.json.
+fn validator(schema: &Value) -> jsonschema::Validator {
+    let root = json!({"components": openrpc()["components"], "allOf": [schema]});
+    jsonschema::validator_for(&root).expect("a valid schema")
+}
+
+fn check(what: &str, schema: &Value, instance: &Value) {
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<jsonschema::Validator>>>> = OnceLock::new();
+    let key = schema.to_string();
+    let v = CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .entry(key)
+        .or_insert_with(|| Arc::new(validator(schema)))
+        .clone();
+    let errors: Vec<String> = v.iter_errors(instance).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    assert!(errors.is_empty(), "{what} does not match protocol/openrpc.json: {errors:#?}\n{instance}");
+}
+
+pub fn check_result(method: &str, result: &Value) {
+    let spec = openrpc()["methods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == method)
+        .unwrap_or_else(|| panic!("{method} is not in protocol/openrpc.json"));
+    check(&format!("the result of {method}"), &spec["result"]["schema"], result);
+}
+
+pub fn check_error(error: &Value) {
+    let code = &error["code"];
+    let spec = openrpc()["components"]["errors"]
+        .as_object()
+        .unwrap()
+        .values()
+        .find(|e| &e["code"] == code)
+        .unwrap_or_else(|| panic!("error code {code} is not in protocol/openrpc.json"));
+    assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()), "{error}");
+    if let Some(data) = spec.get("data") {
+        check(&format!("the data of error {code}"), data, &error["data"]);
+    }
+}
+
+/// Runs each named `fn(&mut Server)` as two tests, one per framing.
+#[macro_export]
+macro_rules! both_framings {
+    ($($test:ident),* $(,)?) => {
+        mod over_lsp {
+            $(#[test] fn $test() { super::$test(&mut $crate::harness::Server::start($crate::harness::Framing::Lsp)) })*
+        }
+        mod over_ndjson {
+            $(#[test] fn $test() { super::$test(&mut $crate::harness::Server::start($crate::harness::Framing::Ndjson)) })*
+        }
+    };
+}

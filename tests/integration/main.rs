@@ -1,0 +1,10 @@
+//! The integration suite: every test spawns the real `convo` binary and talks to it over
+//! pipes, in both framings where the behaviour is framing-independent.
+
+mod harness;
+
+mod dict;
+mod lifecycle;
+mod messages;
+mod sessions;
+mod wire;

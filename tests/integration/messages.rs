@@ -1,0 +1,303 @@
+//! Messages and the conversation rules: the add_* family, tool-call groups, "moving on
+//! cancels", repair, history paging and trim.
+
+use crate::harness::{Server, Value, json};
+
+const CANCELLED: &str = "Cancelled — connection was lost before this tool ran.";
+const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
+fn session(s: &mut Server, id: &str) {
+    s.call("session/create", json!({"session_id": id}));
+}
+
+fn history(s: &mut Server, id: &str, extra: Value) -> Value {
+    let mut params = json!({"session_id": id});
+    params.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    s.call("session/history", params)
+}
+
+fn stored(s: &mut Server, id: &str) -> Vec<Value> {
+    history(s, id, json!({"repair": false}))["messages"].as_array().unwrap().clone()
+}
+
+fn calls(ids: &[&str]) -> Value {
+    ids.iter().map(|id| json!({"id": id, "type": "function", "function": {"name": "run", "arguments": "{}"}})).collect()
+}
+
+fn add_family(s: &mut Server) {
+    session(s, "a");
+    let u = s.call("session/add_user", json!({"session_id": "a", "text": "look", "images": [PNG]}));
+    assert_eq!((u["index"].as_u64(), u["revision"].as_u64()), (Some(0), Some(1)));
+    let a =
+        s.call("session/add_assistant", json!({"session_id": "a", "text": "calling", "tool_calls": calls(&["c1"])}));
+    assert_eq!((a["index"].as_u64(), a["revision"].as_u64()), (Some(1), Some(2)));
+    let t = s.call(
+        "session/add_tool_result",
+        json!({"session_id": "a", "tool_call_id": "c1", "content": [{"type": "text", "text": "done"}]}),
+    );
+    assert_eq!(t["index"], 2);
+    let parts = json!([{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}]);
+    let m = s.call("session/add_message", json!({"session_id": "a", "message": {"role": "assistant", "content": parts, "name": "bot", "metadata": {"trace": [1, 2]}}}));
+    assert_eq!(m["index"], 3);
+    let many = s.call(
+        "session/add_messages",
+        json!({"session_id": "a", "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "t1", "name": "ls", "input": {}}]},
+            {"role": "tool", "tool_call_id": "t1", "content": "r"},
+        ]}),
+    );
+    assert_eq!(many["revision"], 5, "one request, one revision");
+    assert_eq!(many["message_ids"].as_array().unwrap().len(), 3);
+
+    let all = stored(s, "a");
+    assert_eq!(all.len(), 7);
+    assert_eq!(all[0]["images"], json!([PNG]));
+    assert_eq!(all[0]["id"], u["message_id"]);
+    assert_eq!(all[1]["tool_calls"], calls(&["c1"]), "tool calls are kept as given");
+    assert_eq!(all[2]["content"], json!([{"type": "text", "text": "done"}]));
+    assert_eq!(
+        (&all[3]["content"], &all[3]["name"], &all[3]["metadata"]),
+        (&parts, &json!("bot"), &json!({"trace": [1, 2]}))
+    );
+    assert_eq!(
+        all[4..].iter().map(|m| m["id"].clone()).collect::<Vec<_>>(),
+        many["message_ids"].as_array().unwrap()[..]
+    );
+    for m in &all {
+        assert!(m["created_at"].as_str().unwrap().ends_with('Z'));
+    }
+    s.fail("session/add_user", json!({"session_id": "ghost", "text": "x"}), 1001);
+}
+
+fn parallel_calls_answered_out_of_order(s: &mut Server) {
+    session(s, "p");
+    s.call("session/add_user", json!({"session_id": "p", "text": "go"}));
+    s.call("session/add_assistant", json!({"session_id": "p", "tool_calls": calls(&["a", "b", "c"])}));
+    s.call("session/add_tool_result", json!({"session_id": "p", "tool_call_id": "c", "content": "C"}));
+
+    let view = history(s, "p", json!({}));
+    assert_eq!(view["repaired"], 2);
+    let msgs = view["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 5);
+    for (m, call) in msgs[3..].iter().zip(["a", "b"]) {
+        assert_eq!((&m["id"], &m["role"], &m["tool_call_id"]), (&Value::Null, &json!("tool"), &json!(call)));
+        assert_eq!((&m["content"], &m["metadata"]), (&json!(CANCELLED), &json!({"synthetic": true})));
+    }
+    assert_eq!(stored(s, "p").len(), 3, "repair stores nothing");
+
+    // The real results still land, in any order.
+    s.call("session/add_tool_result", json!({"session_id": "p", "tool_call_id": "b", "content": "B"}));
+    s.call("session/add_tool_result", json!({"session_id": "p", "tool_call_id": "a", "content": "A"}));
+    let view = history(s, "p", json!({}));
+    assert_eq!(view["repaired"], 0);
+    let order: Vec<&Value> = view["messages"].as_array().unwrap().iter().map(|m| &m["content"]).collect();
+    assert_eq!(order, [&json!("go"), &Value::Null, &json!("C"), &json!("B"), &json!("A")]);
+}
+
+fn results_that_are_not_accepted(s: &mut Server) {
+    session(s, "r");
+    let none = s.fail("session/add_tool_result", json!({"session_id": "r", "tool_call_id": "x", "content": "?"}), 1004);
+    assert_eq!(
+        none["data"],
+        json!({"kind": "invalid_sequence", "reason": "no_pending_tool_calls", "tool_call_id": "x"})
+    );
+    s.call("session/add_assistant", json!({"session_id": "r", "tool_calls": calls(&["a", "b"])}));
+    s.call("session/add_tool_result", json!({"session_id": "r", "tool_call_id": "a", "content": "1"}));
+    let dup = s.fail("session/add_tool_result", json!({"session_id": "r", "tool_call_id": "a", "content": "2"}), 1004);
+    assert_eq!(dup["data"]["reason"], "duplicate_result");
+    let unknown =
+        s.fail("session/add_tool_result", json!({"session_id": "r", "tool_call_id": "zz", "content": "3"}), 1004);
+    assert_eq!(unknown["data"]["reason"], "unknown_tool_call_id");
+    // add_message and add_messages follow the same rule, all or nothing.
+    s.fail(
+        "session/add_message",
+        json!({"session_id": "r", "message": {"role": "tool", "tool_call_id": "a", "content": "4"}}),
+        1004,
+    );
+    s.fail(
+        "session/add_messages",
+        json!({"session_id": "r", "messages": [
+            {"role": "tool", "tool_call_id": "b", "content": "fine"},
+            {"role": "tool", "tool_call_id": "b", "content": "again"},
+        ]}),
+        1004,
+    );
+    assert_eq!(stored(s, "r").len(), 2, "nothing of a rejected request is stored");
+    assert_eq!(s.call("session/get", json!({"session_id": "r"}))["revision"], 2);
+}
+
+fn moving_on_cancels_and_rejects_the_late_result(s: &mut Server) {
+    session(s, "m");
+    s.call("session/add_user", json!({"session_id": "m", "text": "go"}));
+    s.call("session/add_assistant", json!({"session_id": "m", "tool_calls": calls(&["a", "b"])}));
+    s.call("session/add_tool_result", json!({"session_id": "m", "tool_call_id": "b", "content": "B"}));
+    let next = s.call("session/add_user", json!({"session_id": "m", "text": "never mind"}));
+    assert_eq!(next["index"], 4, "the cancelled result went in first");
+
+    let all = stored(s, "m");
+    assert_eq!(all.len(), 5);
+    let cancel = &all[3];
+    assert_eq!(
+        (&cancel["role"], &cancel["tool_call_id"], &cancel["content"]),
+        (&json!("tool"), &json!("a"), &json!(CANCELLED))
+    );
+    assert_eq!(cancel["metadata"], json!({"synthetic": true}));
+    assert!(cancel["id"].is_string(), "a stored cancel has a real id");
+    assert_eq!(all[4]["content"], "never mind");
+
+    let late =
+        s.fail("session/add_tool_result", json!({"session_id": "m", "tool_call_id": "a", "content": "too late"}), 1004);
+    assert_eq!(late["data"]["reason"], "no_pending_tool_calls");
+    assert_eq!(history(s, "m", json!({}))["repaired"], 0, "nothing dangles any more");
+}
+
+fn history_pages_over_the_repaired_view(s: &mut Server) {
+    session(s, "h");
+    for i in 0..3 {
+        s.call("session/add_user", json!({"session_id": "h", "text": i.to_string()}));
+    }
+    s.call("session/add_assistant", json!({"session_id": "h", "tool_calls": calls(&["x", "y"])}));
+    // The view: 0, 1, 2, call, cancel(x), cancel(y)
+    let page = |s: &mut Server, offset: u64, limit: Value| {
+        let mut p = json!({"offset": offset});
+        if !limit.is_null() {
+            p["limit"] = limit;
+        }
+        let h = history(s, "h", p);
+        let got: Vec<String> = h["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                m["content"]
+                    .as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| format!("call:{}", m["tool_calls"].as_array().unwrap().len()))
+            })
+            .collect();
+        (got, h["repaired"].as_u64().unwrap())
+    };
+    assert_eq!(page(s, 1, json!(2)), (vec!["1".into(), "2".into()], 0));
+    assert_eq!(page(s, 3, json!(2)), (vec!["call:2".into(), CANCELLED.into()], 1));
+    assert_eq!(page(s, 5, Value::Null), (vec![CANCELLED.into()], 1));
+    assert_eq!(page(s, 9, json!(5)), (vec![], 0));
+    assert_eq!(page(s, 0, json!(0)), (vec![], 0));
+    let raw = history(s, "h", json!({"repair": false, "offset": 2}));
+    assert_eq!((raw["messages"].as_array().unwrap().len(), raw["repaired"].as_u64()), (2, Some(0)));
+    assert_eq!(raw["revision"], 4);
+    s.fail("session/history", json!({"session_id": "h", "offset": -1}), -32602);
+    s.fail("session/history", json!({"session_id": "ghost"}), 1001);
+}
+
+fn trim_by_turns(s: &mut Server) {
+    session(s, "t");
+    s.call(
+        "session/add_messages",
+        json!({"session_id": "t", "messages": [
+            {"role": "system", "content": "preamble"},
+            {"role": "user", "content": "1"},
+            {"role": "assistant", "tool_calls": calls(&["a"])},
+            {"role": "tool", "tool_call_id": "a", "content": "A"},
+            {"role": "assistant", "content": "one"},
+            {"role": "user", "content": "2"},
+            {"role": "assistant", "content": "two"},
+            {"role": "user", "content": "3"},
+        ]}),
+    );
+    // Four turns: the preamble counts as the oldest one.
+    assert_eq!(
+        s.call("session/trim", json!({"session_id": "t", "max_turns": 4})),
+        json!({"removed": 0, "revision": 1})
+    );
+    assert_eq!(
+        s.call("session/trim", json!({"session_id": "t", "max_turns": 9}))["revision"],
+        1,
+        "no change, no revision"
+    );
+    assert_eq!(
+        s.call("session/trim", json!({"session_id": "t", "max_turns": 3})),
+        json!({"removed": 1, "revision": 2})
+    );
+    let kept: Vec<Value> = stored(s, "t").iter().map(|m| m["content"].clone()).collect();
+    assert_eq!(kept, [json!("1"), Value::Null, json!("A"), json!("one"), json!("2"), json!("two"), json!("3")]);
+    assert_eq!(
+        s.call("session/trim", json!({"session_id": "t", "max_turns": 2})),
+        json!({"removed": 4, "revision": 3})
+    );
+    assert_eq!(stored(s, "t")[0]["content"], "2", "the group went with its turn");
+    s.fail("session/trim", json!({"session_id": "t", "max_turns": 1, "expected_revision": 2}), 1003);
+    assert_eq!(
+        s.call("session/trim", json!({"session_id": "t", "max_turns": 0, "expected_revision": 3})),
+        json!({"removed": 3, "revision": 4})
+    );
+    assert_eq!(stored(s, "t"), Vec::<Value>::new());
+    assert_eq!(s.call("session/trim", json!({"session_id": "t", "max_turns": 0}))["removed"], 0);
+
+    s.fail("session/trim", json!({"session_id": "t"}), -32602);
+    s.fail("session/trim", json!({"session_id": "t", "max_turns": 1, "max_tokens": 10}), -32602);
+    s.fail("session/trim", json!({"session_id": "t", "max_tokens": 10}), -32602);
+    s.fail("session/trim", json!({"session_id": "ghost", "max_turns": 1}), 1001);
+}
+
+fn bad_messages_store_nothing(s: &mut Server) {
+    session(s, "b");
+    let bad = [
+        json!({"role": "robot", "content": "x"}),
+        json!({"role": "user", "content": "x", "tool_call_id": "c"}),
+        json!({"role": "user", "content": "x", "tool_calls": [{"id": "c"}]}),
+        json!({"role": "tool", "content": "x"}),
+        json!({"role": "tool", "content": "x", "tool_call_id": ""}),
+        json!({"role": "tool", "content": "x", "tool_call_id": "c", "tool_calls": [{"id": "c"}]}),
+        json!({"role": "assistant", "tool_calls": [{"name": "no id"}]}),
+        json!({"role": "assistant", "tool_calls": ["not an object"]}),
+        json!({"role": "assistant", "tool_calls": [{"id": "d"}, {"id": "d"}]}),
+        json!({"role": "user", "content": 42}),
+        json!({"role": "user", "content": [{"no": "type"}]}),
+        json!({"role": "user", "images": ["%%% not base64 %%%"]}),
+        json!({"role": "user", "images": [""]}),
+        json!({"role": "user", "metadata": "not an object"}),
+        json!({"content": "no role"}),
+    ];
+    for message in bad {
+        s.fail("session/add_message", json!({"session_id": "b", "message": message.clone()}), -32602);
+        let e = s.fail(
+            "session/add_messages",
+            json!({"session_id": "b", "messages": [{"role": "user", "content": "ok"}, message]}),
+            -32602,
+        );
+        assert!(e["message"].as_str().unwrap().contains("messages[1]"), "the error names the message: {e}");
+    }
+    s.fail("session/add_user", json!({"session_id": "b", "text": 5}), -32602);
+    s.fail("session/add_user", json!({"session_id": "b"}), -32602);
+    s.fail("session/add_user", json!({"session_id": "b", "text": "x", "images": ["@@"]}), -32602);
+    s.fail("session/add_assistant", json!({"session_id": "b", "tool_calls": {"id": "a"}}), -32602);
+    s.fail("session/add_tool_result", json!({"session_id": "b", "tool_call_id": "a"}), -32602);
+    s.fail("session/add_tool_result", json!({"session_id": "b", "tool_call_id": "a", "content": 7}), -32602);
+    assert_eq!(stored(s, "b").len(), 0);
+    assert_eq!(s.call("session/get", json!({"session_id": "b"}))["revision"], 0);
+}
+
+fn expected_revision_on_appends(s: &mut Server) {
+    session(s, "e");
+    s.call("session/add_user", json!({"session_id": "e", "text": "a", "expected_revision": 0}));
+    let e = s.fail("session/add_user", json!({"session_id": "e", "text": "b", "expected_revision": 0}), 1003);
+    assert_eq!(e["data"]["current_revision"], 1);
+    s.fail("session/add_messages", json!({"session_id": "e", "messages": [], "expected_revision": 5}), 1003);
+    assert_eq!(
+        s.call("session/add_messages", json!({"session_id": "e", "messages": []})),
+        json!({"message_ids": [], "revision": 1})
+    );
+    assert_eq!(stored(s, "e").len(), 1);
+}
+
+crate::both_framings!(
+    add_family,
+    parallel_calls_answered_out_of_order,
+    results_that_are_not_accepted,
+    moving_on_cancels_and_rejects_the_late_result,
+    history_pages_over_the_repaired_view,
+    trim_by_turns,
+    bad_messages_store_nothing,
+    expected_revision_on_appends,
+);

@@ -1,0 +1,203 @@
+//! Whole sessions: create, get, list, update, delete, fork, clear.
+
+use crate::harness::{Server, Value, json};
+
+fn create_and_get(s: &mut Server) {
+    let made = s.call(
+        "session/create",
+        json!({"session_id": "proj:main_1.x-y", "system": "be brief", "cwd": "/src", "title": "t", "metadata": {"k": [1, {"z": null}]}}),
+    );
+    assert_eq!(made["session_id"], "proj:main_1.x-y");
+    assert_eq!((made["revision"].as_u64(), made["message_count"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(made["forked_from"], Value::Null);
+    assert_eq!(made["created_at"], made["updated_at"]);
+    assert_eq!(s.call("session/get", json!({"session_id": "proj:main_1.x-y"})), made);
+
+    let generated = s.call("session/create", json!({}));
+    let id = generated["session_id"].as_str().unwrap();
+    let uuid = uuid::Uuid::parse_str(id).expect("a generated id is a UUID");
+    assert_eq!(uuid.get_version_num(), 7);
+    assert_eq!(generated["system"], Value::Null);
+
+    let taken = s.fail("session/create", json!({"session_id": "proj:main_1.x-y"}), 1002);
+    assert_eq!(taken["data"], json!({"kind": "session_exists", "session_id": "proj:main_1.x-y"}));
+    let missing = s.fail("session/get", json!({"session_id": "nope"}), 1001);
+    assert_eq!(missing["data"], json!({"kind": "session_not_found", "session_id": "nope"}));
+}
+
+fn bad_session_ids(s: &mut Server) {
+    for bad in [json!(""), json!("a b"), json!("a/b"), json!("x".repeat(129)), json!(5), json!("é")] {
+        s.fail("session/create", json!({"session_id": bad}), -32602);
+        s.fail("session/get", json!({"session_id": bad}), -32602);
+    }
+    s.call("session/create", json!({"session_id": "x".repeat(128)}));
+    s.fail("session/get", json!({}), -32602);
+    s.fail("session/get", json!(["positional"]), -32602);
+    s.fail("session/create", json!({"system": 5}), -32602);
+    s.fail("session/create", json!({"metadata": []}), -32602);
+    assert_eq!(s.call("session/list", json!({}))["sessions"].as_array().unwrap().len(), 1, "nothing else was created");
+}
+
+fn update_and_revisions(s: &mut Server) {
+    s.call("session/create", json!({"session_id": "u", "system": "s", "cwd": "/a"}));
+    let updated = s.call("session/update", json!({"session_id": "u", "title": "new", "cwd": null}));
+    assert_eq!(
+        (updated["title"].as_str(), &updated["cwd"], &updated["system"]),
+        (Some("new"), &Value::Null, &json!("s"))
+    );
+    assert_eq!(updated["revision"], 1);
+    // Changing nothing keeps the revision.
+    let same = s.call("session/update", json!({"session_id": "u", "title": "new"}));
+    assert_eq!(same["revision"], 1);
+    assert_eq!(s.call("session/update", json!({"session_id": "u"}))["revision"], 1);
+
+    let conflict = s.fail("session/update", json!({"session_id": "u", "title": "lost", "expected_revision": 0}), 1003);
+    assert_eq!(conflict["data"], json!({"kind": "revision_conflict", "current_revision": 1, "expected_revision": 0}));
+    assert_eq!(s.call("session/get", json!({"session_id": "u"}))["title"], "new", "a conflict changes nothing");
+    let ok = s.call("session/update", json!({"session_id": "u", "metadata": {"a": 1}, "expected_revision": 1}));
+    assert_eq!((ok["revision"].as_u64(), &ok["metadata"]), (Some(2), &json!({"a": 1})));
+    assert!(ok["updated_at"].as_str() >= ok["created_at"].as_str());
+    s.fail("session/update", json!({"session_id": "ghost", "title": "x"}), 1001);
+    s.fail("session/update", json!({"session_id": "u", "expected_revision": -1}), -32602);
+}
+
+fn delete(s: &mut Server) {
+    s.call("session/create", json!({"session_id": "d"}));
+    assert_eq!(s.call("session/delete", json!({"session_id": "d"})), json!({"deleted": true}));
+    s.fail("session/get", json!({"session_id": "d"}), 1001);
+    s.fail("session/delete", json!({"session_id": "d"}), 1001);
+    // The id is free again.
+    assert_eq!(s.call("session/create", json!({"session_id": "d"}))["revision"], 0);
+}
+
+fn list_pagination(s: &mut Server) {
+    for i in 0..7 {
+        s.call("session/create", json!({"session_id": format!("s{i}")}));
+    }
+    // Touch s2 last: it becomes the newest.
+    s.call("session/update", json!({"session_id": "s2", "title": "touched"}));
+    let mut seen = Vec::new();
+    let mut cursor = Value::Null;
+    let mut pages = 0;
+    loop {
+        let mut params = json!({"limit": 3});
+        if !cursor.is_null() {
+            params["cursor"] = cursor.clone();
+        }
+        let page = s.call("session/list", params);
+        pages += 1;
+        seen.extend(page["sessions"].as_array().unwrap().iter().map(|i| i["session_id"].as_str().unwrap().to_owned()));
+        cursor = page["next_cursor"].clone();
+        if cursor.is_null() {
+            break;
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(seen.len(), 7);
+    assert_eq!(seen[0], "s2", "newest updated_at first");
+    let mut sorted = seen.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), 7, "each session exactly once: {seen:?}");
+
+    let all = s.call("session/list", json!({}));
+    assert_eq!(all["next_cursor"], Value::Null);
+    let stamps: Vec<&str> =
+        all["sessions"].as_array().unwrap().iter().map(|i| i["updated_at"].as_str().unwrap()).collect();
+    assert!(stamps.windows(2).all(|w| w[0] >= w[1]), "{stamps:?}");
+
+    s.fail("session/list", json!({"limit": 0}), -32602);
+    s.fail("session/list", json!({"limit": 1001}), -32602);
+    assert_eq!(s.call("session/list", json!({"limit": 1000}))["sessions"].as_array().unwrap().len(), 7);
+    s.fail("session/list", json!({"cursor": "garbage"}), -32602);
+}
+
+fn user(s: &mut Server, session: &str, text: &str) -> String {
+    s.call("session/add_user", json!({"session_id": session, "text": text}))["message_id"].as_str().unwrap().to_owned()
+}
+
+fn texts(s: &mut Server, session: &str) -> Vec<Value> {
+    let h = s.call("session/history", json!({"session_id": session}));
+    h["messages"].as_array().unwrap().iter().map(|m| m["content"].clone()).collect()
+}
+
+fn fork_at_a_message(s: &mut Server) {
+    s.call(
+        "session/create",
+        json!({"session_id": "p", "system": "sys", "cwd": "/w", "title": "T", "metadata": {"m": 1}}),
+    );
+    let first = user(s, "p", "one");
+    user(s, "p", "two");
+    let child = s.call("session/fork", json!({"session_id": "p", "new_session_id": "c", "at_message_id": first}));
+    assert_eq!(child["session_id"], "c");
+    assert_eq!(child["forked_from"], json!({"session_id": "p", "message_id": first}));
+    assert_eq!((child["message_count"].as_u64(), child["revision"].as_u64()), (Some(1), Some(0)));
+    assert_eq!(
+        (&child["system"], &child["cwd"], &child["title"], &child["metadata"]),
+        (&json!("sys"), &json!("/w"), &json!("T"), &json!({"m": 1}))
+    );
+    let copied = s.call("session/history", json!({"session_id": "c"}));
+    assert_eq!(copied["messages"][0]["id"], first.as_str(), "message ids are kept");
+
+    // A fork and its parent change independently.
+    user(s, "c", "child only");
+    user(s, "p", "parent only");
+    s.call("session/trim", json!({"session_id": "p", "max_turns": 1}));
+    assert_eq!(texts(s, "c"), [json!("one"), json!("child only")]);
+    assert_eq!(texts(s, "p"), [json!("parent only")]);
+
+    let whole = s.call("session/fork", json!({"session_id": "p"}));
+    assert_eq!(whole["message_count"], 1);
+    assert!(whole["forked_from"]["message_id"].is_string());
+
+    let empty = s.call("session/create", json!({}));
+    let of_empty = s.call("session/fork", json!({"session_id": empty["session_id"]}));
+    assert_eq!(of_empty["forked_from"]["message_id"], Value::Null);
+
+    s.fail("session/fork", json!({"session_id": "p", "new_session_id": "c"}), 1002);
+    s.fail("session/fork", json!({"session_id": "p", "new_session_id": "p"}), 1002);
+    let unknown = s.fail("session/fork", json!({"session_id": "p", "at_message_id": first}), 1007);
+    assert_eq!(unknown["data"], json!({"kind": "message_not_found", "message_id": first}), "trimmed away");
+    s.fail("session/fork", json!({"session_id": "ghost"}), 1001);
+}
+
+fn fork_survives_parent_deletion(s: &mut Server) {
+    s.call("session/create", json!({"session_id": "parent"}));
+    for i in 0..50 {
+        user(s, "parent", &i.to_string());
+    }
+    s.call("session/fork", json!({"session_id": "parent", "new_session_id": "kid"}));
+    s.call("session/delete", json!({"session_id": "parent"}));
+    let kept = texts(s, "kid");
+    assert_eq!(kept, (0..50).map(|i| json!(i.to_string())).collect::<Vec<_>>());
+    assert_eq!(s.call("session/get", json!({"session_id": "kid"}))["forked_from"]["session_id"], "parent");
+}
+
+fn clear(s: &mut Server) {
+    s.call("session/create", json!({"session_id": "c", "system": "sys", "cwd": "/x", "metadata": {"a": 1}}));
+    assert_eq!(s.call("session/clear", json!({"session_id": "c"})), json!({"removed": 0, "revision": 0}));
+    user(s, "c", "a");
+    user(s, "c", "b");
+    s.fail("session/clear", json!({"session_id": "c", "expected_revision": 1}), 1003);
+    assert_eq!(
+        s.call("session/clear", json!({"session_id": "c", "expected_revision": 2})),
+        json!({"removed": 2, "revision": 3})
+    );
+    let info = s.call("session/get", json!({"session_id": "c"}));
+    assert_eq!(
+        (&info["system"], &info["cwd"], &info["metadata"], &info["message_count"]),
+        (&json!("sys"), &json!("/x"), &json!({"a": 1}), &json!(0))
+    );
+    s.fail("session/clear", json!({"session_id": "ghost"}), 1001);
+}
+
+crate::both_framings!(
+    create_and_get,
+    bad_session_ids,
+    update_and_revisions,
+    delete,
+    list_pagination,
+    fork_at_a_message,
+    fork_survives_parent_deletion,
+    clear,
+);
