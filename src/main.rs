@@ -64,14 +64,21 @@ fn main() -> ExitCode {
         },
         max_message_bytes: usize::try_from(cli.max_message_bytes).unwrap_or(usize::MAX),
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_io().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("convo: cannot start the runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let served = runtime.block_on(rpc::serve(config, store, Box::new(std::io::stdin()), Box::new(std::io::stdout())));
+    let (input, output) = match stdio() {
+        Ok(io) => io,
+        Err(e) => {
+            eprintln!("convo: cannot use stdin/stdout: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let served = runtime.block_on(rpc::serve(config, store, input, output));
     // A reader thread may still be blocked on stdin; it must not hold the process.
     runtime.shutdown_background();
     match served {
@@ -81,6 +88,15 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The protocol's own handles on stdin and stdout (duplicates: nothing else in the
+/// process can then write a stray byte into the protocol stream through them).
+fn stdio() -> std::io::Result<(rpc::Source, rpc::Sink)> {
+    use std::os::fd::AsFd as _;
+    let input = std::io::stdin().as_fd().try_clone_to_owned()?;
+    let output = std::io::stdout().as_fd().try_clone_to_owned()?;
+    Ok((rpc::Source::Fd(input), rpc::Sink::Fd(output)))
 }
 
 fn init_logging(level: Option<&str>) -> Result<(), String> {

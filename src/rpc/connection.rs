@@ -10,13 +10,14 @@ use futures_util::future::{BoxFuture, join_all, ready};
 use jsonrpsee::types::{ErrorObjectOwned, Id, Params};
 use jsonrpsee::{ConnectionId, Extensions, MethodCallback, MethodResponse, Methods};
 use serde_json::value::RawValue;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::Semaphore;
 
 use crate::rpc::envelope::{Element, Frame, classify};
 use crate::rpc::error::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, plain, too_large};
 use crate::rpc::framing::Incoming;
 use crate::rpc::order::{self, Sequencer};
 use crate::rpc::peer::Peer;
+use crate::rpc::stdio::Input;
 use crate::rpc::writer::Outbox;
 
 /// How many frames may be in flight before the connection stops reading (back-pressure).
@@ -52,8 +53,25 @@ impl Connection {
 
     /// Serves until `exit` or the end of input, then waits for every call in flight to
     /// be answered. Returns the process exit code.
-    pub async fn run(mut self, mut incoming: mpsc::Receiver<Incoming>) -> i32 {
-        while let Some(next) = incoming.recv().await {
+    pub async fn run(mut self, mut input: Input) -> i32 {
+        let mut frames = Vec::new();
+        while input.next(&mut frames).await {
+            for next in frames.drain(..) {
+                self.incoming(next).await;
+                if self.exit_code.is_some() {
+                    break;
+                }
+            }
+            if self.exit_code.is_some() {
+                break;
+            }
+        }
+        let _all_answered = self.in_flight.acquire_many(MAX_IN_FLIGHT).await;
+        self.exit_code.unwrap_or(0)
+    }
+
+    async fn incoming(&mut self, next: Incoming) {
+        {
             match next {
                 Incoming::Frame(bytes) => self.frame(&bytes).await,
                 Incoming::TooLarge { id, size } => {
@@ -63,12 +81,7 @@ impl Connection {
                     self.reply_now(error_reply(None, plain(PARSE_ERROR, format!("parse error: {why}")))).await
                 }
             }
-            if self.exit_code.is_some() {
-                break;
-            }
         }
-        let _all_answered = self.in_flight.acquire_many(MAX_IN_FLIGHT).await;
-        self.exit_code.unwrap_or(0)
     }
 
     async fn reply_now(&self, json: String) {
@@ -207,7 +220,10 @@ pub fn error_reply(id: Option<&str>, error: ErrorObjectOwned) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rpc::framing::{Decoder, FramingCell};
+    use crate::rpc::stdio::Source;
     use jsonrpsee::ResponsePayload;
+    use tokio::sync::mpsc;
 
     #[tokio::test]
     async fn a_panicking_method_gets_32603_and_the_connection_goes_on() {
@@ -217,12 +233,11 @@ mod tests {
         let (out_tx, mut out_rx) = mpsc::channel(16);
         let outbox = Outbox::for_test(out_tx);
         let connection = Connection::new(module.into(), outbox.clone(), Arc::new(Peer::new(outbox)), 1024);
-        let (tx, rx) = mpsc::channel(16);
-        for frame in [r#"{"jsonrpc":"2.0","id":1,"method":"boom"}"#, r#"{"jsonrpc":"2.0","id":2,"method":"fine"}"#] {
-            tx.send(Incoming::Frame(frame.into())).await.unwrap();
-        }
-        drop(tx);
-        assert_eq!(connection.run(rx).await, 0);
+        let frames =
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"boom\"}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"fine\"}\n";
+        let source = Source::Reader(Box::new(std::io::Cursor::new(frames)));
+        let input = Input::new(source, Decoder::new(FramingCell::new(None), 1024)).unwrap();
+        assert_eq!(connection.run(input).await, 0);
         let mut replies = vec![out_rx.recv().await.unwrap(), out_rx.recv().await.unwrap()];
         replies.sort();
         assert_eq!(

@@ -3,7 +3,6 @@
 //! buffers more than the frame limit: an oversized frame is read past, keeping only its
 //! first bytes to find the request id for the error reply.
 
-use std::io::{self, BufRead, Read};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -82,184 +81,238 @@ pub enum Incoming {
     Malformed(String),
 }
 
-pub struct FrameReader<R> {
-    input: R,
+/// A push decoder ("sans IO"): bytes go in as they arrive, in pieces of any size, and
+/// whole frames come out. It holds at most one frame (up to the limit) and one header
+/// line; an oversized frame is counted past, keeping only its first bytes.
+pub struct Decoder {
     framing: Arc<FramingCell>,
     max: usize,
-    /// After malformed headers: skip input up to the next `Content-Length:`.
-    resync: bool,
+    state: State,
+    /// The header line, body or NDJSON line being gathered.
+    buf: Vec<u8>,
 }
 
-impl<R: BufRead> FrameReader<R> {
+enum State {
+    /// Waiting for the first byte that is not whitespace, to choose the framing.
+    Detect,
+    Line,
+    /// An NDJSON line over the limit: read past up to its newline.
+    LongLine {
+        prefix: Vec<u8>,
+        size: u64,
+    },
+    /// LSP headers; `lines` so far, the `Content-Length` seen, a line too long to keep.
+    Headers {
+        lines: usize,
+        length: Option<Result<u64, String>>,
+        long: bool,
+    },
+    /// After malformed headers: skip lines up to one holding `Content-Length:`.
+    Resync,
+    Body {
+        length: usize,
+    },
+    /// An LSP body over the limit: read past it.
+    Skip {
+        remaining: u64,
+        prefix: Vec<u8>,
+        size: u64,
+    },
+}
+
+impl Decoder {
     /// `framing` holds the configured framing, or nothing to detect it (`auto`).
-    pub fn new(input: R, framing: Arc<FramingCell>, max: usize) -> Self {
-        FrameReader { input, framing, max, resync: false }
-    }
-
-    /// The next frame; `None` at the end of input (also when it ends inside a frame).
-    pub fn next_frame(&mut self) -> io::Result<Option<Incoming>> {
-        let framing = match self.framing.get() {
-            Some(f) => f,
-            None => match self.detect()? {
-                Some(f) => f,
-                None => return Ok(None),
-            },
+    pub fn new(framing: Arc<FramingCell>, max: usize) -> Self {
+        let state = match framing.get() {
+            None => State::Detect,
+            Some(Framing::Lsp) => State::headers(),
+            Some(Framing::Ndjson) => State::Line,
         };
-        match framing {
-            Framing::Lsp => self.next_lsp(),
-            Framing::Ndjson => self.next_ndjson(),
+        Decoder { framing, max, state, buf: Vec::new() }
+    }
+
+    /// Takes the next bytes of the stream; appends every frame they complete to `out`.
+    pub fn push(&mut self, mut input: &[u8], out: &mut Vec<Incoming>) {
+        while !input.is_empty() {
+            let used = self.step(input, out);
+            input = &input[used..];
         }
     }
 
-    /// After optional whitespace, `{` or `[` selects NDJSON and anything else LSP.
-    fn detect(&mut self) -> io::Result<Option<Framing>> {
-        loop {
-            let buf = self.input.fill_buf()?;
-            if buf.is_empty() {
-                return Ok(None);
-            }
-            let blank = buf.iter().take_while(|b| b.is_ascii_whitespace()).count();
-            if blank < buf.len() {
-                let framing = if matches!(buf[blank], b'{' | b'[') { Framing::Ndjson } else { Framing::Lsp };
-                self.input.consume(blank);
-                self.framing.set(framing);
-                tracing::debug!(framing = framing.name(), "framing detected");
-                return Ok(Some(framing));
-            }
-            self.input.consume(blank);
-        }
-    }
-
-    /// Reads up to and past the next `\n`, keeping at most `cap` bytes of the line
-    /// (without the `\n`) in `kept`. Returns the line's full length and whether a `\n`
-    /// ended it (false at the end of input).
-    fn read_line(&mut self, cap: usize, kept: &mut Vec<u8>) -> io::Result<(usize, bool)> {
-        kept.clear();
-        let mut total = 0;
-        loop {
-            let buf = self.input.fill_buf()?;
-            if buf.is_empty() {
-                return Ok((total, false));
-            }
-            let (chunk, newline) = match memchr::memchr(b'\n', buf) {
-                Some(i) => (&buf[..i], true),
-                None => (buf, false),
-            };
-            let room = cap.saturating_sub(kept.len());
-            kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
-            total += chunk.len();
-            let used = chunk.len() + usize::from(newline);
-            self.input.consume(used);
-            if newline {
-                return Ok((total, true));
-            }
-        }
-    }
-
-    fn next_ndjson(&mut self) -> io::Result<Option<Incoming>> {
-        let mut line = Vec::new();
-        loop {
-            // Past the limit, only the first bytes are kept, to find the id.
-            let (total, newline) = self.read_line(self.max.max(ID_PREFIX), &mut line)?;
-            if total == 0 && !newline {
-                return Ok(None);
-            }
-            if total > self.max {
-                let id = request_id(&line[..line.len().min(ID_PREFIX)]);
-                return Ok(Some(Incoming::TooLarge { id, size: total as u64 }));
-            }
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            if !newline {
+    /// The end of input: a last NDJSON line without its newline still counts.
+    pub fn finish(&mut self, out: &mut Vec<Incoming>) {
+        match &self.state {
+            State::Line if !self.buf.iter().all(u8::is_ascii_whitespace) => {
                 tracing::debug!("input ended without a final newline");
+                out.push(Incoming::Frame(trimmed(std::mem::take(&mut self.buf))));
             }
-            while line.last().is_some_and(u8::is_ascii_whitespace) {
-                line.pop();
-            }
-            return Ok(Some(Incoming::Frame(line)));
+            State::Detect | State::Line | State::Resync => {}
+            State::Headers { lines: 0, long: false, .. } if self.buf.is_empty() => {}
+            _ => tracing::warn!("input ended inside a frame"),
         }
     }
 
-    fn next_lsp(&mut self) -> io::Result<Option<Incoming>> {
-        let mut line = Vec::new();
-        let mut length: Option<Result<u64, String>> = None;
-        let mut lines = 0;
-        loop {
-            // While resynchronising, a body may run on into the next header on one line.
-            let cap = if self.resync { self.max } else { MAX_HEADER_LINE };
-            let (total, newline) = self.read_line(cap, &mut line)?;
-            if !newline {
-                if total > 0 || lines > 0 {
-                    tracing::warn!("input ended inside a frame header");
+    /// Consumes some of `input` (at least one byte); returns how much.
+    fn step(&mut self, input: &[u8], out: &mut Vec<Incoming>) -> usize {
+        match &mut self.state {
+            State::Detect => {
+                let blank = input.iter().take_while(|b| b.is_ascii_whitespace()).count();
+                if blank < input.len() {
+                    let framing = if matches!(input[blank], b'{' | b'[') { Framing::Ndjson } else { Framing::Lsp };
+                    self.framing.set(framing);
+                    tracing::debug!(framing = framing.name(), "framing detected");
+                    self.state = if framing == Framing::Lsp { State::headers() } else { State::Line };
                 }
-                return Ok(None);
+                blank.max(usize::from(blank == input.len()))
             }
+            State::Line => {
+                let newline = memchr::memchr(b'\n', input);
+                let chunk = &input[..newline.unwrap_or(input.len())];
+                if self.buf.len() + chunk.len() > self.max {
+                    let size = (self.buf.len() + chunk.len()) as u64;
+                    let mut prefix = std::mem::take(&mut self.buf);
+                    prefix.truncate(ID_PREFIX);
+                    let room = ID_PREFIX - prefix.len();
+                    prefix.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                    self.state = State::LongLine { prefix, size };
+                    if newline.is_some() {
+                        self.end_long_line(out);
+                    }
+                    return chunk.len() + usize::from(newline.is_some());
+                }
+                self.buf.extend_from_slice(chunk);
+                if newline.is_some() {
+                    let line = std::mem::take(&mut self.buf);
+                    if !line.iter().all(u8::is_ascii_whitespace) {
+                        out.push(Incoming::Frame(trimmed(line)));
+                    }
+                }
+                chunk.len() + usize::from(newline.is_some())
+            }
+            State::LongLine { prefix, size } => {
+                let newline = memchr::memchr(b'\n', input);
+                let chunk = &input[..newline.unwrap_or(input.len())];
+                let room = ID_PREFIX.saturating_sub(prefix.len()).min(chunk.len());
+                prefix.extend_from_slice(&chunk[..room]);
+                *size += chunk.len() as u64;
+                if newline.is_some() {
+                    self.end_long_line(out);
+                }
+                chunk.len() + usize::from(newline.is_some())
+            }
+            State::Body { length } => {
+                let take = (*length - self.buf.len()).min(input.len());
+                self.buf.extend_from_slice(&input[..take]);
+                if self.buf.len() == *length {
+                    out.push(Incoming::Frame(std::mem::take(&mut self.buf)));
+                    self.state = State::headers();
+                }
+                take
+            }
+            State::Skip { remaining, prefix, size } => {
+                let take = (*remaining).min(input.len() as u64) as usize;
+                let room = ID_PREFIX.saturating_sub(prefix.len()).min(take);
+                prefix.extend_from_slice(&input[..room]);
+                *remaining -= take as u64;
+                if *remaining == 0 {
+                    out.push(Incoming::TooLarge { id: request_id(prefix), size: *size });
+                    self.state = State::headers();
+                }
+                take
+            }
+            State::Headers { .. } | State::Resync => self.header_bytes(input, out),
+        }
+    }
+
+    /// Ends an NDJSON line over the limit at its newline.
+    fn end_long_line(&mut self, out: &mut Vec<Incoming>) {
+        if let State::LongLine { prefix, size } = std::mem::replace(&mut self.state, State::Line) {
+            out.push(Incoming::TooLarge { id: request_id(&prefix), size });
+        }
+    }
+
+    /// Gathers one header line (at most `MAX_HEADER_LINE` bytes of it, or the limit
+    /// while resynchronising, where a body may run on into the next header).
+    fn header_bytes(&mut self, input: &[u8], out: &mut Vec<Incoming>) -> usize {
+        let cap = if matches!(self.state, State::Resync) { self.max } else { MAX_HEADER_LINE };
+        let newline = memchr::memchr(b'\n', input);
+        let chunk = &input[..newline.unwrap_or(input.len())];
+        let room = cap.saturating_sub(self.buf.len()).min(chunk.len());
+        self.buf.extend_from_slice(&chunk[..room]);
+        if room < chunk.len()
+            && let State::Headers { long, .. } = &mut self.state
+        {
+            *long = true;
+        }
+        if newline.is_some() {
+            let mut line = std::mem::take(&mut self.buf);
             if line.last() == Some(&b'\r') {
                 line.pop();
             }
-            if self.resync {
-                match find_content_length(&line) {
-                    Some(at) => {
-                        line.drain(..at);
-                        self.resync = false;
-                    }
-                    None => continue,
-                }
-            }
-            if line.is_empty() {
-                if lines == 0 {
-                    continue; // a stray blank line between frames
-                }
-                break;
-            }
-            lines += 1;
-            if lines > MAX_HEADER_LINES {
-                return Ok(Some(self.malformed("too many header lines")));
-            }
-            if total > cap {
-                return Ok(Some(self.malformed("header line too long")));
-            }
-            match header(&line) {
-                Some(("content-length", value)) => length = Some(parse_length(value)),
-                Some(_) => {}
-                None => tracing::warn!(line = %String::from_utf8_lossy(&line), "ignoring a malformed header line"),
-            }
+            self.header_line(line, out);
         }
-        let length = match length {
-            Some(Ok(n)) => n,
-            Some(Err(e)) => return Ok(Some(self.malformed(&e))),
-            None => return Ok(Some(self.malformed("missing Content-Length header"))),
-        };
-        if length > self.max as u64 {
-            return self.skip_body(length);
-        }
-        let mut body = Vec::new();
-        (&mut self.input).take(length).read_to_end(&mut body)?;
-        if (body.len() as u64) < length {
-            tracing::warn!(expected = length, got = body.len(), "input ended inside a frame body");
-            return Ok(None);
-        }
-        Ok(Some(Incoming::Frame(body)))
+        chunk.len() + usize::from(newline.is_some())
     }
 
-    fn malformed(&mut self, why: &str) -> Incoming {
+    fn header_line(&mut self, mut line: Vec<u8>, out: &mut Vec<Incoming>) {
+        if matches!(self.state, State::Resync) {
+            let Some(at) = find_content_length(&line) else { return };
+            line.drain(..at);
+            self.state = State::headers();
+        }
+        let State::Headers { lines, length, long } = &mut self.state else { return };
+        if std::mem::take(long) {
+            return self.malformed("header line too long", out);
+        }
+        if line.is_empty() {
+            if *lines > 0 {
+                self.end_headers(out);
+            }
+            return; // a stray blank line between frames
+        }
+        *lines += 1;
+        if *lines > MAX_HEADER_LINES {
+            return self.malformed("too many header lines", out);
+        }
+        match header(&line) {
+            Some(("content-length", value)) => *length = Some(parse_length(value)),
+            Some(_) => {}
+            None => tracing::warn!(line = %String::from_utf8_lossy(&line), "ignoring a malformed header line"),
+        }
+    }
+
+    fn end_headers(&mut self, out: &mut Vec<Incoming>) {
+        let State::Headers { length, .. } = std::mem::replace(&mut self.state, State::headers()) else { return };
+        match length {
+            Some(Ok(n)) if n > self.max as u64 => {
+                self.state = State::Skip { remaining: n, prefix: Vec::new(), size: n };
+            }
+            Some(Ok(0)) => out.push(Incoming::Frame(Vec::new())),
+            Some(Ok(n)) => self.state = State::Body { length: n as usize },
+            Some(Err(e)) => self.malformed(&e, out),
+            None => self.malformed("missing Content-Length header", out),
+        }
+    }
+
+    fn malformed(&mut self, why: &str, out: &mut Vec<Incoming>) {
         tracing::warn!(why, "malformed frame header; skipping to the next Content-Length");
-        self.resync = true;
-        Incoming::Malformed(why.to_owned())
+        self.state = State::Resync;
+        self.buf.clear();
+        out.push(Incoming::Malformed(why.to_owned()));
     }
+}
 
-    fn skip_body(&mut self, length: u64) -> io::Result<Option<Incoming>> {
-        let mut prefix = Vec::new();
-        (&mut self.input).take(length.min(ID_PREFIX as u64)).read_to_end(&mut prefix)?;
-        let rest = length - prefix.len() as u64;
-        let skipped = io::copy(&mut (&mut self.input).take(rest), &mut io::sink())?;
-        if skipped < rest {
-            tracing::warn!(length, "input ended inside an oversized frame");
-            return Ok(None);
-        }
-        Ok(Some(Incoming::TooLarge { id: request_id(&prefix), size: length }))
+impl State {
+    fn headers() -> Self {
+        State::Headers { lines: 0, length: None, long: false }
     }
+}
+
+fn trimmed(mut line: Vec<u8>) -> Vec<u8> {
+    while line.last().is_some_and(u8::is_ascii_whitespace) {
+        line.pop();
+    }
+    line
 }
 
 /// `Name: value` with a token name, the name lowercased.
@@ -386,29 +439,21 @@ impl<'a> Scanner<'a> {
 mod tests {
     use super::*;
 
-    /// A reader that hands out one byte per read, like a slow pipe.
-    struct Trickle<'a>(&'a [u8]);
-
-    impl Read for Trickle<'_> {
-        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-            match (self.0.split_first(), buf.first_mut()) {
-                (Some((b, rest)), Some(slot)) => {
-                    *slot = *b;
-                    self.0 = rest;
-                    Ok(1)
-                }
-                _ => Ok(0),
-            }
-        }
-    }
-
+    /// Feeds `input` one byte at a time, as a slow pipe would, then ends it.
     fn frames(input: &[u8], framing: Option<Framing>, max: usize) -> (Vec<Incoming>, Option<Framing>) {
         let cell = FramingCell::new(framing);
-        let mut reader = FrameReader::new(io::BufReader::with_capacity(1, Trickle(input)), cell.clone(), max);
+        let mut decoder = Decoder::new(cell.clone(), max);
         let mut out = Vec::new();
-        while let Some(f) = reader.next_frame().unwrap() {
-            out.push(f);
+        for byte in input.chunks(1) {
+            decoder.push(byte, &mut out);
         }
+        decoder.finish(&mut out);
+        // Whole, in one piece, it decodes the same.
+        let mut whole = Decoder::new(FramingCell::new(framing), max);
+        let mut again = Vec::new();
+        whole.push(input, &mut again);
+        whole.finish(&mut again);
+        assert_eq!(out, again);
         (out, cell.get())
     }
 

@@ -1,18 +1,20 @@
-//! The one writer of the protocol stream. A thread owns the output, frames each queued
-//! message in the connection's framing, coalesces whatever is queued and flushes when the
-//! queue is empty. Replies, and later the server's own notifications and requests, all
+//! The one writer of the protocol stream. It owns the output, frames each queued message
+//! in the connection's framing, and writes whatever is queued in one go. Replies, and later the server's own notifications and requests, all
 //! go through the cloneable `Outbox`.
 
+use std::fs::File;
 use std::io::{self, Write};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use tokio::sync::mpsc;
 
 use crate::rpc::framing::{Framing, FramingCell};
+use crate::rpc::stdio::{NonBlocking, Sink};
 
 /// How many frames may wait for the writer before senders wait.
 const QUEUE: usize = 1024;
+/// How many bytes of queued frames go out in one write.
+const COALESCE: usize = 1 << 20;
 
 #[derive(Clone, Debug)]
 pub struct Outbox {
@@ -33,31 +35,79 @@ impl Outbox {
     }
 }
 
-/// Starts the writer thread. It ends when every `Outbox` is dropped and the queue is
-/// drained. A broken output (the client went away) is logged once; later frames are
-/// dropped so that nothing waits on a reader that is gone.
-pub fn spawn(output: Box<dyn Write + Send>, framing: Arc<FramingCell>) -> io::Result<(Outbox, JoinHandle<()>)> {
-    let (tx, mut rx) = mpsc::channel::<String>(QUEUE);
+/// The writer, to wait for once every `Outbox` is gone and its queue is written.
+pub enum Writer {
+    Task(tokio::task::JoinHandle<()>),
+    Thread(std::thread::JoinHandle<()>),
+}
+
+impl Writer {
+    pub async fn join(self) {
+        let done = match self {
+            Writer::Task(task) => task.await.is_ok(),
+            Writer::Thread(thread) => tokio::task::spawn_blocking(move || thread.join().is_ok()).await.unwrap_or(false),
+        };
+        if !done {
+            tracing::error!("the writer failed");
+        }
+    }
+}
+
+/// Starts the writer: a task on the runtime when the sink is a pipe or socket, else a
+/// thread. It ends when every `Outbox` is dropped and the queue is drained. A broken
+/// output (the client went away) is logged once; later frames are dropped so that
+/// nothing waits on a reader that is gone.
+pub fn spawn(sink: Sink, framing: Arc<FramingCell>) -> io::Result<(Outbox, Writer)> {
+    let (tx, rx) = mpsc::channel::<String>(QUEUE);
+    let writer = match sink {
+        Sink::Fd(fd) => match NonBlocking::new(fd) {
+            Ok(out) => Writer::Task(tokio::spawn(write_polled(rx, out, framing))),
+            Err(fd) => spawn_thread(rx, Box::new(File::from(fd)), framing)?,
+        },
+        Sink::Writer(out) => spawn_thread(rx, out, framing)?,
+    };
+    Ok((Outbox { tx }, writer))
+}
+
+/// Everything queued right now, framed, in one buffer.
+fn coalesce(first: String, rx: &mut mpsc::Receiver<String>, framing: &FramingCell, frame: &mut Vec<u8>) {
+    frame.clear();
+    let framing = framing.get().unwrap_or(Framing::Lsp);
+    let mut next = Some(first);
+    while let Some(json) = next {
+        framing.encode(json.as_bytes(), frame);
+        next = if frame.len() < COALESCE { rx.try_recv().ok() } else { None };
+    }
+}
+
+async fn write_polled(mut rx: mpsc::Receiver<String>, out: NonBlocking, framing: Arc<FramingCell>) {
+    let mut frame = Vec::new();
+    let mut broken = false;
+    while let Some(first) = rx.recv().await {
+        if !broken {
+            coalesce(first, &mut rx, &framing, &mut frame);
+            broken = report(out.write_all(&frame).await);
+        }
+    }
+}
+
+fn spawn_thread(
+    mut rx: mpsc::Receiver<String>,
+    output: Box<dyn Write + Send>,
+    framing: Arc<FramingCell>,
+) -> io::Result<Writer> {
     let thread = std::thread::Builder::new().name("convo-writer".into()).spawn(move || {
-        let mut out = io::BufWriter::with_capacity(64 * 1024, output);
+        let mut out = output;
         let mut frame = Vec::new();
         let mut broken = false;
         while let Some(first) = rx.blocking_recv() {
-            let mut next = Some(first);
-            while let Some(json) = next {
-                if !broken {
-                    frame.clear();
-                    framing.get().unwrap_or(Framing::Lsp).encode(json.as_bytes(), &mut frame);
-                    broken = report(out.write_all(&frame));
-                }
-                next = rx.try_recv().ok();
-            }
             if !broken {
-                broken = report(out.flush());
+                coalesce(first, &mut rx, &framing, &mut frame);
+                broken = report(out.write_all(&frame).and_then(|()| out.flush()));
             }
         }
     })?;
-    Ok((Outbox { tx }, thread))
+    Ok(Writer::Thread(thread))
 }
 
 fn report(result: io::Result<()>) -> bool {

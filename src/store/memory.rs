@@ -1,8 +1,9 @@
 //! The in-memory backend (`--store memory`): for throw-away sessions and tests.
 //!
 //! Histories are persistent vectors (`imbl`), so a fork shares its parent's messages and
-//! costs the same whatever their number. Each mutation builds the new entry from a cheap
-//! clone and swaps it in, so a failure half-way leaves the stored entry as it was.
+//! costs the same whatever their number. Each mutation checks everything (revision,
+//! conversation rules) before it changes anything, so a refused request leaves the entry
+//! as it was.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -105,28 +106,28 @@ type Sessions = HashMap<String, Entry>;
 
 impl MemoryStore {
     fn lock(&self) -> MutexGuard<'_, Sessions> {
-        // Entries are swapped in whole, so a panic elsewhere cannot have left one torn.
+        // Mutations check before they change, and nothing they change can panic (short of
+        // running out of memory), so a panic elsewhere cannot have left an entry torn.
         self.sessions.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Runs `change` on a copy of the session's entry and stores the copy when it
-    /// returns `Ok(true)` (changed: revision +1) or `Ok(false)` (nothing changed).
+    /// Runs `change` on the session's entry under the lock; bumps the revision when it
+    /// returns `Ok((true, _))`. A change must fail, if it fails, before it modifies
+    /// anything (check, then apply), so that an error leaves the entry as it was.
     fn mutate<T>(
         &self,
         session_id: &str,
         expected_revision: Option<u64>,
         change: impl FnOnce(&mut Entry) -> Result<(bool, T)>,
-    ) -> Result<(T, SessionInfo)> {
+    ) -> Result<(T, u64)> {
         let mut sessions = self.lock();
         let entry = sessions.get_mut(session_id).ok_or_else(|| not_found(session_id))?;
         check_revision(expected_revision, entry.revision)?;
-        let mut next = entry.clone();
-        let (changed, out) = change(&mut next)?;
+        let (changed, out) = change(entry)?;
         if changed {
-            next.touch();
-            *entry = next;
+            entry.touch();
         }
-        Ok((out, entry.info(session_id)))
+        Ok((out, entry.revision))
     }
 
     fn read<T>(&self, session_id: &str, f: impl FnOnce(&Entry) -> T) -> Result<T> {
@@ -177,8 +178,13 @@ impl Store for MemoryStore {
     }
 
     async fn update(&self, session_id: &str, patch: Patch, expected_revision: Option<u64>) -> Result<SessionInfo> {
-        let ((), info) = self.mutate(session_id, expected_revision, |e| Ok((patch.apply(&mut e.fields), ())))?;
-        Ok(info)
+        let mut sessions = self.lock();
+        let entry = sessions.get_mut(session_id).ok_or_else(|| not_found(session_id))?;
+        check_revision(expected_revision, entry.revision)?;
+        if patch.apply(&mut entry.fields) {
+            entry.touch();
+        }
+        Ok(entry.info(session_id))
     }
 
     async fn delete(&self, session_id: &str) -> Result<()> {
@@ -192,13 +198,13 @@ impl Store for MemoryStore {
         expected_revision: Option<u64>,
     ) -> Result<Appended> {
         let message_ids: Vec<String> = messages.iter().filter_map(|m| m.id.clone()).collect();
-        let (index, info) = self.mutate(session_id, expected_revision, |e| {
+        let (index, revision) = self.mutate(session_id, expected_revision, |e| {
             let planned = plan_append(e.history.tail(), messages)?;
             let changed = !planned.is_empty();
             planned.into_iter().for_each(|m| e.history.push(m));
             Ok((changed, e.history.messages.len().saturating_sub(1) as u64))
         })?;
-        Ok(Appended { message_ids, index, revision: info.revision })
+        Ok(Appended { message_ids, index, revision })
     }
 
     async fn history(&self, session_id: &str, offset: u64, limit: Option<u64>) -> Result<HistoryPage> {
@@ -215,21 +221,21 @@ impl Store for MemoryStore {
     }
 
     async fn trim_turns(&self, session_id: &str, max_turns: u64, expected_revision: Option<u64>) -> Result<Removed> {
-        let (removed, info) = self.mutate(session_id, expected_revision, |e| {
+        let (removed, revision) = self.mutate(session_id, expected_revision, |e| {
             let cut = turns_cut(e.history.messages.len(), e.history.newest_first(), max_turns);
             e.history.drop_oldest(cut);
             Ok((cut > 0, cut as u64))
         })?;
-        Ok(Removed { removed, revision: info.revision })
+        Ok(Removed { removed, revision })
     }
 
     async fn clear(&self, session_id: &str, expected_revision: Option<u64>) -> Result<Removed> {
-        let (removed, info) = self.mutate(session_id, expected_revision, |e| {
+        let (removed, revision) = self.mutate(session_id, expected_revision, |e| {
             let removed = e.history.messages.len();
             e.history = History::default();
             Ok((removed > 0, removed as u64))
         })?;
-        Ok(Removed { removed, revision: info.revision })
+        Ok(Removed { removed, revision })
     }
 
     async fn fork(

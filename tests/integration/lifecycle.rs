@@ -116,3 +116,27 @@ fn forced_framing_ignores_the_first_byte() {
     s.send_raw(b"  \"x\"\n");
     assert_eq!(s.recv()["error"]["code"], -32600);
 }
+
+/// Files cannot be polled: stdin and stdout as regular files are served by threads.
+#[test]
+fn stdin_and_stdout_as_files() {
+    let dir = std::env::temp_dir().join(format!("convo-files-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out_path = dir.join("out.ndjson");
+    let input = std::fs::File::open(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/session.ndjson")).unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_convo"))
+        .stdin(input)
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "the sample ends with shutdown and exit");
+    let out = std::fs::read_to_string(&out_path).unwrap();
+    let replies: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let requests = include_str!("../../examples/session.ndjson").lines().filter(|l| l.contains("\"id\"")).count();
+    assert_eq!(replies.len(), requests);
+    for (i, reply) in replies.iter().enumerate() {
+        assert_eq!(reply["id"], i + 1, "replies in order for one session: {reply}");
+    }
+    assert_eq!(replies[7]["error"]["code"], 1004, "the late tool result of the sample is refused");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
