@@ -7,7 +7,7 @@ use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
 use convo::rpc::{self, framing::Framing};
-use convo::store::StoreSpec;
+use convo::store::{SqliteSettings, StoreSpec};
 
 /// Keeps LLM conversation state for the program that spawns it: sessions, messages, tool
 /// calls and their results, repaired so that no model provider rejects them. Speaks
@@ -16,9 +16,21 @@ use convo::store::StoreSpec;
 #[derive(Parser, Debug)]
 #[command(name = "convo", version, about, long_about)]
 struct Cli {
-    /// Where sessions are kept: `memory` (gone when the process ends).
-    #[arg(long, default_value = "memory", value_name = "STORE")]
+    /// Where sessions are kept: `sqlite` (the platform data folder, on Linux
+    /// $XDG_DATA_HOME/convo/sessions.db), `sqlite:PATH`, or `memory` (gone when the
+    /// process ends). Several convo processes may share one SQLite file.
+    #[arg(long, default_value = "sqlite", value_name = "STORE")]
     store: StoreSpec,
+
+    /// `normal`: every acknowledged write survives the process being killed at any
+    /// instant; `full`: it also survives power loss (an fsync per commit).
+    #[arg(long, value_enum, default_value = "normal")]
+    durability: Durability,
+
+    /// How long a write waits for another process holding the database before it fails
+    /// with error 1006.
+    #[arg(long, default_value_t = 5000, value_name = "MS")]
+    busy_timeout_ms: u64,
 
     /// How frames are delimited: `auto` reads the first byte (`{` or `[` selects
     /// newline-delimited JSON, anything else LSP headers).
@@ -35,6 +47,12 @@ struct Cli {
     log_level: Option<String>,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Durability {
+    Normal,
+    Full,
+}
+
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum FramingArg {
     Auto,
@@ -48,10 +66,13 @@ fn main() -> ExitCode {
         eprintln!("convo: {e}");
         return ExitCode::from(2);
     }
-    let store = match cli.store.open() {
+    let settings = SqliteSettings {
+        full_durability: cli.durability == Durability::Full,
+        busy_timeout: std::time::Duration::from_millis(cli.busy_timeout_ms),
+    };
+    let store = match cli.store.open(settings) {
         Ok(store) => store,
         Err(e) => {
-            tracing::error!(error = %e, "cannot open the store");
             eprintln!("convo: cannot open the store: {e}");
             return ExitCode::FAILURE;
         }

@@ -1,6 +1,8 @@
 //! Per-session ordering. Each request names the sessions it touches (its keys); it runs
 //! after every earlier request with one of its keys has finished, and concurrently with
-//! requests on other sessions. Keys are taken in the order requests were received.
+//! requests on other sessions. A request that names no session (`session/list`,
+//! `shutdown`, a create without an id) runs after every request received before it, so
+//! that it sees their effects. Places are taken in the order requests were received.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -11,13 +13,22 @@ use tokio::sync::watch;
 
 #[derive(Default, Debug)]
 pub struct Sequencer {
+    state: Mutex<State>,
+}
+
+#[derive(Default, Debug)]
+struct State {
     /// For each key, the request that took it last; it signals by dropping its sender.
-    last: Mutex<HashMap<String, watch::Receiver<()>>>,
+    last: HashMap<String, watch::Receiver<()>>,
+    /// Every request not yet finished, by its number.
+    running: HashMap<u64, watch::Receiver<()>>,
+    next: u64,
 }
 
 /// A request's place in the order of each of its keys.
 pub struct Turn {
     sequencer: Arc<Sequencer>,
+    number: u64,
     keys: Vec<String>,
     before: Vec<watch::Receiver<()>>,
     mine: watch::Receiver<()>,
@@ -30,14 +41,22 @@ impl Sequencer {
         keys.sort_unstable();
         keys.dedup();
         let (done, mine) = watch::channel(());
-        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
-        let before = keys.iter().filter_map(|k| last.insert(k.clone(), mine.clone())).collect();
-        Turn { sequencer: self.clone(), keys, before, mine, _done: done }
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let before = if keys.is_empty() {
+            state.running.values().cloned().collect()
+        } else {
+            keys.iter().filter_map(|k| state.last.insert(k.clone(), mine.clone())).collect()
+        };
+        let number = state.next;
+        state.next += 1;
+        state.running.insert(number, mine.clone());
+        Turn { sequencer: self.clone(), number, keys, before, mine, _done: done }
     }
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.last.lock().unwrap().len()
+        let state = self.state.lock().unwrap();
+        state.last.len() + state.running.len()
     }
 }
 
@@ -54,10 +73,11 @@ impl Turn {
 
 impl Drop for Turn {
     fn drop(&mut self) {
-        let mut last = self.sequencer.last.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = self.sequencer.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.running.remove(&self.number);
         for key in &self.keys {
-            if last.get(key).is_some_and(|rx| rx.same_channel(&self.mine)) {
-                last.remove(key);
+            if state.last.get(key).is_some_and(|rx| rx.same_channel(&self.mine)) {
+                state.last.remove(key);
             }
         }
     }
@@ -120,9 +140,18 @@ mod tests {
         let mut other = seq.enter(vec!["b".into()]);
         tokio::time::timeout(Duration::from_secs(5), other.ready()).await.unwrap();
         assert!(tokio::time::timeout(Duration::from_millis(50), second.ready()).await.is_err());
+        // A request without keys waits for everything received before it, and nothing
+        // received after it waits for it.
+        let mut barrier = seq.enter(vec![]);
+        let mut after = seq.enter(vec!["c".into()]);
+        tokio::time::timeout(Duration::from_secs(5), after.ready()).await.unwrap();
         drop(first);
         tokio::time::timeout(Duration::from_secs(5), second.ready()).await.unwrap();
-        drop((second, other));
+        drop(second);
+        assert!(tokio::time::timeout(Duration::from_millis(50), barrier.ready()).await.is_err(), "`b` still runs");
+        drop(other);
+        tokio::time::timeout(Duration::from_secs(5), barrier.ready()).await.unwrap();
+        drop((barrier, after));
         assert_eq!(seq.len(), 0, "finished requests leave nothing behind");
     }
 }

@@ -9,6 +9,6 @@ pub use info::{
     Fields, ForkPoint, Import, ListKey, Patch, SessionId, SessionInfo, check_revision, check_session_id, new_session_id,
 };
 pub use message::{
-    CANCELLED_CONTENT, Identity, Message, MessageInput, Role, call_id, check_content, new_message_id, now,
+    CANCELLED_CONTENT, Identity, Message, MessageInput, Role, call_id, check_content, new_message_id, now, role_name,
 };
 pub use rules::{Repaired, Tail, plan_append, plan_import, turns_cut};

@@ -135,15 +135,15 @@ pub fn plan_import(messages: Vec<Message>, repair: bool) -> Result<(Vec<Message>
 }
 
 /// How many of the oldest messages `trim` with `max_turns` drops. A turn starts at a
-/// `user` message; messages before the first one are the oldest turn. Reads the history
+/// `user` message; messages before the first one are the oldest turn. Reads the roles
 /// newest first and only as far as the last `max_turns` turns reach.
-pub fn turns_cut<'a>(len: usize, newest_first: impl IntoIterator<Item = &'a Message>, max_turns: u64) -> usize {
+pub fn turns_cut(len: usize, newest_first: impl IntoIterator<Item = Role>, max_turns: u64) -> usize {
     if max_turns == 0 {
         return len;
     }
     let mut users = 0;
-    for (back, message) in newest_first.into_iter().enumerate() {
-        if message.role == Role::User {
+    for (back, role) in newest_first.into_iter().enumerate() {
+        if role == Role::User {
             users += 1;
             if users == max_turns {
                 return len - 1 - back;
@@ -230,13 +230,13 @@ mod tests {
     #[test]
     fn turns() {
         let h = [Message::new(Role::System, json!("s")), user("1"), calls(&["a"]), result("a"), user("2"), user("3")];
-        let cut = |n| turns_cut(h.len(), h.iter().rev(), n);
+        let cut = |n| turns_cut(h.len(), h.iter().rev().map(|m| m.role), n);
         assert_eq!(cut(0), 6);
         assert_eq!(cut(1), 5);
         assert_eq!(cut(2), 4);
         assert_eq!(cut(3), 1);
         assert_eq!(cut(4), 0, "the leading system message is the oldest turn");
         assert_eq!(cut(9), 0);
-        assert_eq!(turns_cut(0, [].iter(), 0), 0);
+        assert_eq!(turns_cut(0, [], 0), 0);
     }
 }

@@ -222,7 +222,7 @@ impl Store for MemoryStore {
 
     async fn trim_turns(&self, session_id: &str, max_turns: u64, expected_revision: Option<u64>) -> Result<Removed> {
         let (removed, revision) = self.mutate(session_id, expected_revision, |e| {
-            let cut = turns_cut(e.history.messages.len(), e.history.newest_first(), max_turns);
+            let cut = turns_cut(e.history.messages.len(), e.history.newest_first().map(|m| m.role), max_turns);
             e.history.drop_oldest(cut);
             Ok((cut > 0, cut as u64))
         })?;

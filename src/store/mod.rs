@@ -3,7 +3,9 @@
 //! checks `expected_revision` there, and either takes effect whole or not at all.
 
 mod memory;
+mod sqlite;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -12,6 +14,7 @@ use crate::error::Result;
 use crate::session::{Fields, Import, ListKey, Message, Patch, SessionInfo, Tail};
 
 pub use memory::MemoryStore;
+pub use sqlite::{Settings as SqliteSettings, SqliteStore};
 
 /// What an append stored: the ids of the messages the client gave, in order (cancelled
 /// results the rules added before them are not listed), the index of the last one.
@@ -92,27 +95,48 @@ pub trait Store: Send + Sync + 'static {
     async fn flush(&self) -> Result<()>;
 }
 
-/// The backends `--store` can name.
+/// The backends `--store` can name: `memory`, `sqlite` (the default path) or
+/// `sqlite:PATH`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreSpec {
     Memory,
+    Sqlite(Option<PathBuf>),
 }
 
 impl std::str::FromStr for StoreSpec {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "memory" => Ok(StoreSpec::Memory),
-            other => Err(format!("unknown store {other:?}: this build offers `memory`")),
+        match s.split_once(':') {
+            None if s == "memory" => Ok(StoreSpec::Memory),
+            None if s == "sqlite" => Ok(StoreSpec::Sqlite(None)),
+            Some(("sqlite", path)) if !path.is_empty() => Ok(StoreSpec::Sqlite(Some(path.into()))),
+            _ => Err(format!("unknown store {s:?}: use memory, sqlite or sqlite:PATH")),
         }
     }
 }
 
+/// Where `--store sqlite` keeps its file: the platform data folder (on Linux
+/// `$XDG_DATA_HOME/convo/sessions.db`, by default `~/.local/share/convo/sessions.db`).
+pub fn default_sqlite_path() -> Option<PathBuf> {
+    directories::BaseDirs::new().map(|dirs| dirs.data_dir().join("convo").join("sessions.db"))
+}
+
 impl StoreSpec {
-    pub fn open(&self) -> Result<Arc<dyn Store>> {
+    pub fn open(&self, settings: SqliteSettings) -> Result<Arc<dyn Store>> {
         match self {
             StoreSpec::Memory => Ok(Arc::new(MemoryStore::default())),
+            StoreSpec::Sqlite(path) => {
+                let path = match path.clone().or_else(default_sqlite_path) {
+                    Some(path) => path,
+                    None => {
+                        return Err(crate::Error::StorageUnavailable(
+                            "no home folder to keep sessions in; give --store sqlite:PATH".into(),
+                        ));
+                    }
+                };
+                Ok(Arc::new(SqliteStore::open(&path, settings)?))
+            }
         }
     }
 }

@@ -116,4 +116,4 @@ fn imports_that_need_repair(s: &mut Server) {
     s.fail("session/from_dict", json!({}), -32602);
 }
 
-crate::both_framings!(round_trip, agent_library_format, imports_that_need_repair);
+crate::every_store!(round_trip, agent_library_format, imports_that_need_repair);

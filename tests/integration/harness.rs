@@ -29,7 +29,18 @@ impl Framing {
     }
 }
 
+/// The backend a server keeps its sessions in; every behaviour test runs on each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Memory,
+    /// A fresh database file in a temporary folder of the server's own.
+    Sqlite,
+}
+
 pub struct Server {
+    pub backend: Backend,
+    /// The database folder of a SQLite server; removed with the server.
+    _dir: Option<tempfile::TempDir>,
     child: Child,
     stdin: Option<ChildStdin>,
     replies: Receiver<Result<Value, String>>,
@@ -44,8 +55,26 @@ impl Server {
     }
 
     pub fn with_args(framing: Framing, args: &[&str]) -> Server {
+        Server::on(Backend::Memory, framing, args)
+    }
+
+    pub fn on(backend: Backend, framing: Framing, args: &[&str]) -> Server {
+        let dir = (backend == Backend::Sqlite).then(|| tempfile::tempdir().unwrap());
+        let store = match &dir {
+            Some(dir) => format!("sqlite:{}", dir.path().join("sessions.db").display()),
+            None => "memory".into(),
+        };
+        Server::spawn(backend, dir, framing, &[&["--store", &store], args].concat())
+    }
+
+    /// A server on the database file `path`, as a second process or after a restart.
+    pub fn on_file(path: &std::path::Path, framing: Framing, args: &[&str]) -> Server {
+        let store = format!("sqlite:{}", path.display());
+        Server::spawn(Backend::Sqlite, None, framing, &[&["--store", &store], args].concat())
+    }
+
+    fn spawn(backend: Backend, dir: Option<tempfile::TempDir>, framing: Framing, args: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_convo"))
-            .args(["--store", "memory"])
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -64,7 +93,7 @@ impl Server {
                 sink.lock().unwrap().extend_from_slice(&buf[..n]);
             }
         });
-        Server { stdin: child.stdin.take(), child, replies, stderr, framing, next_id: 1 }
+        Server { backend, _dir: dir, stdin: child.stdin.take(), child, replies, stderr, framing, next_id: 1 }
     }
 
     pub fn send_raw(&mut self, bytes: &[u8]) {
@@ -98,6 +127,20 @@ impl Server {
             Ok(Err(e)) => panic!("stdout held something that is not a frame: {e}\nstderr: {}", self.stderr()),
             Err(e) => panic!("no reply ({e:?}); stderr: {}", self.stderr()),
         }
+    }
+
+    /// The next frame if one comes within `wait`.
+    pub fn recv_within(&mut self, wait: Duration) -> Option<Value> {
+        match self.replies.recv_timeout(wait) {
+            Ok(Ok(v)) => Some(v),
+            Ok(Err(e)) => panic!("stdout held something that is not a frame: {e}"),
+            Err(_) => None,
+        }
+    }
+
+    /// Hands stdin over, to write from another thread.
+    pub fn take_stdin(&mut self) -> ChildStdin {
+        self.stdin.take().expect("stdin is open")
     }
 
     /// Asserts that the server writes nothing more for a moment.
@@ -174,10 +217,17 @@ impl Server {
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
+impl Server {
+    /// Ends the process at once (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
     }
 }
 
@@ -279,7 +329,7 @@ pub fn check_error(error: &Value) {
     }
 }
 
-/// Runs each named `fn(&mut Server)` as two tests, one per framing.
+/// Runs each named `fn(&mut Server)` as two tests, one per framing, on the memory store.
 #[macro_export]
 macro_rules! both_framings {
     ($($test:ident),* $(,)?) => {
@@ -288,6 +338,29 @@ macro_rules! both_framings {
         }
         mod over_ndjson {
             $(#[test] fn $test() { super::$test(&mut $crate::harness::Server::start($crate::harness::Framing::Ndjson)) })*
+        }
+    };
+}
+
+/// The store contract: runs each named `fn(&mut Server)` on every backend, in both
+/// framings.
+#[macro_export]
+macro_rules! every_store {
+    ($($test:ident),* $(,)?) => {
+        $crate::every_store!(@one memory_lsp, Memory, Lsp; $($test),*);
+        $crate::every_store!(@one memory_ndjson, Memory, Ndjson; $($test),*);
+        $crate::every_store!(@one sqlite_lsp, Sqlite, Lsp; $($test),*);
+        $crate::every_store!(@one sqlite_ndjson, Sqlite, Ndjson; $($test),*);
+    };
+    (@one $module:ident, $backend:ident, $framing:ident; $($test:ident),*) => {
+        mod $module {
+            $(#[test] fn $test() {
+                super::$test(&mut $crate::harness::Server::on(
+                    $crate::harness::Backend::$backend,
+                    $crate::harness::Framing::$framing,
+                    &[],
+                ))
+            })*
         }
     };
 }

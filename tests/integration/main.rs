@@ -4,6 +4,7 @@
 mod harness;
 
 mod dict;
+mod durable;
 mod lifecycle;
 mod messages;
 mod sessions;

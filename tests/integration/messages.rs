@@ -291,7 +291,7 @@ fn expected_revision_on_appends(s: &mut Server) {
     assert_eq!(stored(s, "e").len(), 1);
 }
 
-crate::both_framings!(
+crate::every_store!(
     add_family,
     parallel_calls_answered_out_of_order,
     results_that_are_not_accepted,

@@ -191,7 +191,7 @@ fn clear(s: &mut Server) {
     s.fail("session/clear", json!({"session_id": "ghost"}), 1001);
 }
 
-crate::both_framings!(
+crate::every_store!(
     create_and_get,
     bad_session_ids,
     update_and_revisions,

@@ -205,15 +205,13 @@ fn stdin_closed_mid_frame(s: &mut Server) {
     }
 }
 
-crate::both_framings!(
-    ids_come_back_as_written,
+crate::every_store!(
     pipelined_requests_keep_session_order,
     pipelined_create_and_fork,
-    batch_of_requests_notifications_and_errors,
-    malformed_and_invalid,
-    deeply_nested_json,
-    stdin_closed_mid_frame,
+    batch_of_requests_notifications_and_errors
 );
+
+crate::both_framings!(ids_come_back_as_written, malformed_and_invalid, deeply_nested_json, stdin_closed_mid_frame,);
 
 // Header-level faults exist only in LSP framing.
 

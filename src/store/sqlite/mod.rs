@@ -1,0 +1,316 @@
+//! The SQLite backend (`--store sqlite:PATH`, the default): WAL mode, one writer thread
+//! with group commit, reads on pooled read-only connections off the async thread. Every
+//! mutation reads what it needs and checks the revision inside its own `BEGIN IMMEDIATE`
+//! transaction, and nothing is cached between requests, so several convo processes can
+//! share one database without losing an update.
+
+mod chain;
+mod rows;
+mod schema;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use rusqlite::{Connection, params};
+
+use crate::error::{Error, Result};
+use crate::session::{
+    Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, check_revision, new_session_id, now, plan_append,
+};
+use crate::store::{Appended, HistoryPage, Removed, Store};
+use chain::Span;
+use rows::{SESSION_COLUMNS, SessionRow, require_session};
+pub use schema::Settings;
+use schema::sql;
+
+pub struct SqliteStore {
+    path: PathBuf,
+    settings: Settings,
+    writer: writer::Writer,
+    readers: Arc<Mutex<Vec<Connection>>>,
+}
+
+impl SqliteStore {
+    /// Opens (creating when missing) the database at `path`; fails at once, with a
+    /// message that names the path, when it cannot be used.
+    pub fn open(path: &Path, settings: Settings) -> Result<Self> {
+        schema::prepare_path(path)?;
+        let conn = schema::open_writer(path, settings)?;
+        let reader = schema::open_reader(path, settings)?;
+        let writer = writer::Writer::spawn(conn).map_err(|e| Error::StorageUnavailable(e.to_string()))?;
+        Ok(SqliteStore { path: path.to_owned(), settings, writer, readers: Arc::new(Mutex::new(vec![reader])) })
+    }
+
+    /// Runs `work` in a read transaction (one snapshot) on a blocking thread.
+    async fn read<T, F>(&self, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let (pool, path, settings) = (self.readers.clone(), self.path.clone(), self.settings);
+        tokio::task::spawn_blocking(move || {
+            let pooled = pool.lock().unwrap_or_else(PoisonError::into_inner).pop();
+            let conn = match pooled {
+                Some(conn) => conn,
+                None => schema::open_reader(&path, settings)?,
+            };
+            let result = conn.execute_batch("BEGIN").map_err(sql).and_then(|()| work(&conn));
+            let ended = conn.execute_batch("COMMIT");
+            if ended.is_ok() {
+                pool.lock().unwrap_or_else(PoisonError::into_inner).push(conn);
+            }
+            result
+        })
+        .await
+        .map_err(|_| Error::Internal("a database read panicked".into()))?
+    }
+}
+
+/// A session row after a change: revision +1 and a fresh `updated_at`.
+fn touched(mut row: SessionRow) -> SessionRow {
+    row.info.revision += 1;
+    row.info.updated_at = now();
+    row
+}
+
+fn spans_of(conn: &Connection, row: &SessionRow) -> Result<Vec<Span>> {
+    chain::spans(conn, row.segment, row.start, row.len)
+}
+
+fn free_id(conn: &Connection, wanted: Option<String>) -> Result<String> {
+    match wanted {
+        Some(id) if rows::load_session(conn, &id)?.is_some() => Err(Error::SessionExists(id)),
+        Some(id) => Ok(id),
+        None => Ok(new_session_id()),
+    }
+}
+
+fn new_info(session_id: String, fields: Fields, forked_from: Option<ForkPoint>, message_count: u64) -> SessionInfo {
+    let at = now();
+    SessionInfo {
+        session_id,
+        system: fields.system,
+        cwd: fields.cwd,
+        title: fields.title,
+        metadata: fields.metadata,
+        message_count,
+        revision: 0,
+        created_at: at.clone(),
+        updated_at: at,
+        forked_from,
+    }
+}
+
+fn insert_all(conn: &Connection, segment: i64, from: u64, messages: &[Message]) -> Result<()> {
+    for (i, m) in messages.iter().enumerate() {
+        rows::insert_message(conn, segment, from + i as u64, m)?;
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn kind(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn create(&self, session_id: Option<String>, fields: Fields) -> Result<SessionInfo> {
+        self.writer
+            .write(move |c| {
+                let info = new_info(free_id(c, session_id)?, fields, None, 0);
+                let segment = chain::new_segment(c, None, 0)?;
+                rows::put_session(c, &SessionRow { info: info.clone(), segment, start: 0, len: 0 })?;
+                Ok(info)
+            })
+            .await
+    }
+
+    async fn get(&self, session_id: &str) -> Result<SessionInfo> {
+        let id = session_id.to_owned();
+        self.read(move |c| Ok(require_session(c, &id)?.info)).await
+    }
+
+    async fn list(&self, limit: usize, after: Option<ListKey>) -> Result<Vec<SessionInfo>> {
+        self.read(move |c| {
+            let (at, id) = after.map_or((None, None), |k| (Some(k.updated_at), Some(k.session_id)));
+            let query = format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions WHERE ?1 IS NULL OR (updated_at, session_id) < (?1, ?2) \
+                 ORDER BY updated_at DESC, session_id DESC LIMIT ?3"
+            );
+            c.prepare_cached(&query)
+                .and_then(|mut s| s.query_map(params![at, id, limit as i64], rows::session)?.collect())
+                .map(|rows: Vec<SessionRow>| rows.into_iter().map(|r| r.info).collect())
+                .map_err(sql)
+        })
+        .await
+    }
+
+    async fn update(&self, session_id: &str, patch: Patch, expected_revision: Option<u64>) -> Result<SessionInfo> {
+        let id = session_id.to_owned();
+        self.writer
+            .write(move |c| {
+                let row = require_session(c, &id)?;
+                check_revision(expected_revision, row.info.revision)?;
+                let mut fields = row.fields();
+                if !patch.apply(&mut fields) {
+                    return Ok(row.info);
+                }
+                let mut row = touched(row);
+                (row.info.system, row.info.cwd, row.info.title, row.info.metadata) =
+                    (fields.system, fields.cwd, fields.title, fields.metadata);
+                rows::put_session(c, &row)?;
+                Ok(row.info)
+            })
+            .await
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<()> {
+        let id = session_id.to_owned();
+        self.writer
+            .write(move |c| {
+                let row = require_session(c, &id)?;
+                c.execute("DELETE FROM sessions WHERE session_id = ?1", [&id]).map_err(sql)?;
+                chain::reclaim(c, row.segment)
+            })
+            .await
+    }
+
+    async fn append(
+        &self,
+        session_id: &str,
+        messages: Vec<Message>,
+        expected_revision: Option<u64>,
+    ) -> Result<Appended> {
+        let id = session_id.to_owned();
+        self.writer
+            .write(move |c| {
+                let row = require_session(c, &id)?;
+                check_revision(expected_revision, row.info.revision)?;
+                let message_ids = messages.iter().filter_map(|m| m.id.clone()).collect();
+                let planned = plan_append(chain::tail(c, &spans_of(c, &row)?)?, messages)?;
+                if planned.is_empty() {
+                    let index = row.len.saturating_sub(row.start + 1);
+                    return Ok(Appended { message_ids, index, revision: row.info.revision });
+                }
+                insert_all(c, row.segment, row.len, &planned)?;
+                let mut row = touched(row);
+                row.len += planned.len() as u64;
+                rows::put_session(c, &row)?;
+                Ok(Appended { message_ids, index: row.len - row.start - 1, revision: row.info.revision })
+            })
+            .await
+    }
+
+    async fn history(&self, session_id: &str, offset: u64, limit: Option<u64>) -> Result<HistoryPage> {
+        let id = session_id.to_owned();
+        self.read(move |c| {
+            let row = require_session(c, &id)?;
+            let spans = spans_of(c, &row)?;
+            let from = row.start.saturating_add(offset).min(row.len);
+            let to = limit.map_or(row.len, |l| from.saturating_add(l).min(row.len));
+            let messages = chain::read(c, &spans, from, to)?.into_iter().map(Arc::new).collect();
+            Ok(HistoryPage { tail: chain::tail(c, &spans)?, info: row.info, messages })
+        })
+        .await
+    }
+
+    async fn trim_turns(&self, session_id: &str, max_turns: u64, expected_revision: Option<u64>) -> Result<Removed> {
+        let id = session_id.to_owned();
+        self.writer
+            .write(move |c| {
+                let row = require_session(c, &id)?;
+                check_revision(expected_revision, row.info.revision)?;
+                let cut = chain::turns_cut(c, &spans_of(c, &row)?, row.len - row.start, max_turns)?;
+                if cut == 0 {
+                    return Ok(Removed { removed: 0, revision: row.info.revision });
+                }
+                let mut row = touched(row);
+                row.start += cut;
+                rows::put_session(c, &row)?;
+                chain::reclaim(c, row.segment)?;
+                Ok(Removed { removed: cut, revision: row.info.revision })
+            })
+            .await
+    }
+
+    async fn clear(&self, session_id: &str, expected_revision: Option<u64>) -> Result<Removed> {
+        let id = session_id.to_owned();
+        self.writer
+            .write(move |c| {
+                let row = require_session(c, &id)?;
+                check_revision(expected_revision, row.info.revision)?;
+                let removed = row.len - row.start;
+                if removed == 0 {
+                    return Ok(Removed { removed, revision: row.info.revision });
+                }
+                let old = row.segment;
+                let mut row = touched(row);
+                (row.segment, row.start, row.len) = (chain::new_segment(c, None, 0)?, 0, 0);
+                rows::put_session(c, &row)?;
+                chain::reclaim(c, old)?;
+                Ok(Removed { removed, revision: row.info.revision })
+            })
+            .await
+    }
+
+    async fn fork(
+        &self,
+        session_id: &str,
+        new_session_id: Option<String>,
+        at_message_id: Option<String>,
+    ) -> Result<SessionInfo> {
+        let id = session_id.to_owned();
+        self.writer
+            .write(move |c| {
+                let parent = require_session(c, &id)?;
+                let spans = spans_of(c, &parent)?;
+                let (cut, last) = match at_message_id {
+                    Some(at) => match chain::position_of(c, &spans, &at)? {
+                        Some(position) => (position + 1, Some(at)),
+                        None => return Err(Error::MessageNotFound(at)),
+                    },
+                    None if parent.len > parent.start => (parent.len, chain::id_at(c, &spans, parent.len - 1)?),
+                    None => (parent.len, None),
+                };
+                let new_id = free_id(c, new_session_id)?;
+                let segment = chain::new_segment(c, chain::fork_parent(&spans, parent.start, cut), cut)?;
+                let forked_from = ForkPoint { session_id: id.clone(), message_id: last };
+                let info = new_info(new_id, parent.fields(), Some(forked_from), cut - parent.start);
+                rows::put_session(c, &SessionRow { info: info.clone(), segment, start: parent.start, len: cut })?;
+                Ok(info)
+            })
+            .await
+    }
+
+    async fn import(&self, import: Import, replace: bool) -> Result<SessionInfo> {
+        self.writer
+            .write(move |c| {
+                let n = import.messages.len() as u64;
+                let existing = match &import.session_id {
+                    Some(id) if replace => rows::load_session(c, id)?,
+                    _ => None,
+                };
+                let segment = chain::new_segment(c, None, 0)?;
+                insert_all(c, segment, 0, &import.messages)?;
+                let Some(old) = existing else {
+                    let info = new_info(free_id(c, import.session_id)?, import.fields, None, n);
+                    rows::put_session(c, &SessionRow { info: info.clone(), segment, start: 0, len: n })?;
+                    return Ok(info);
+                };
+                let old_segment = old.segment;
+                let mut info = new_info(old.info.session_id, import.fields, None, n);
+                (info.created_at, info.revision) = (old.info.created_at, old.info.revision + 1);
+                rows::put_session(c, &SessionRow { info: info.clone(), segment, start: 0, len: n })?;
+                chain::reclaim(c, old_segment)?;
+                Ok(info)
+            })
+            .await
+    }
+
+    async fn flush(&self) -> Result<()> {
+        // Everything queued before this has committed once it returns.
+        self.writer.write(|_| Ok(())).await
+    }
+}

@@ -1,0 +1,221 @@
+//! Rows to domain values and back: sessions, messages, and images kept once by content
+//! hash in `blobs`, counted by the message rows that name them.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use crate::session::{Fields, ForkPoint, Message, Role, SessionInfo, role_name};
+use crate::store::sqlite::schema::sql;
+
+/// A session's row: what clients see, and where its history lives.
+#[derive(Debug, Clone)]
+pub struct SessionRow {
+    pub info: SessionInfo,
+    pub segment: i64,
+    pub start: u64,
+    pub len: u64,
+}
+
+impl SessionRow {
+    pub fn fields(&self) -> Fields {
+        Fields {
+            system: self.info.system.clone(),
+            cwd: self.info.cwd.clone(),
+            title: self.info.title.clone(),
+            metadata: self.info.metadata.clone(),
+        }
+    }
+}
+
+pub const SESSION_COLUMNS: &str = "session_id, system, cwd, title, metadata, revision, created_at, updated_at, \
+     forked_from_session, forked_from_message, segment, start, len";
+
+pub fn session(row: &Row) -> rusqlite::Result<SessionRow> {
+    let start: i64 = row.get(11)?;
+    let len: i64 = row.get(12)?;
+    let forked_session: Option<String> = row.get(8)?;
+    Ok(SessionRow {
+        info: SessionInfo {
+            session_id: row.get(0)?,
+            system: row.get(1)?,
+            cwd: row.get(2)?,
+            title: row.get(3)?,
+            metadata: json_column(row, 4)?,
+            message_count: (len - start) as u64,
+            revision: row.get::<_, i64>(5)? as u64,
+            created_at: row.get(6)?,
+            updated_at: row.get(7)?,
+            forked_from: forked_session
+                .map(|session_id| ForkPoint { session_id, message_id: row.get(9).ok().flatten() }),
+        },
+        segment: row.get(10)?,
+        start: start as u64,
+        len: len as u64,
+    })
+}
+
+pub fn load_session(conn: &Connection, session_id: &str) -> Result<Option<SessionRow>> {
+    let sql_text = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = ?1");
+    conn.prepare_cached(&sql_text).and_then(|mut s| s.query_row([session_id], session).optional()).map_err(sql)
+}
+
+pub fn require_session(conn: &Connection, session_id: &str) -> Result<SessionRow> {
+    load_session(conn, session_id)?.ok_or_else(|| Error::SessionNotFound(session_id.to_owned()))
+}
+
+fn json_column<T: serde::de::DeserializeOwned>(row: &Row, i: usize) -> rusqlite::Result<Option<T>> {
+    let text: Option<String> = row.get(i)?;
+    text.map(|t| {
+        serde_json::from_str(&t)
+            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e)))
+    })
+    .transpose()
+}
+
+fn to_json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "null".into())
+}
+
+fn opt_json<T: serde::Serialize>(value: &Option<T>) -> Option<String> {
+    value.as_ref().map(to_json)
+}
+
+/// Writes a session row whole: inserts it, or replaces the one with its id.
+pub fn put_session(conn: &Connection, row: &SessionRow) -> Result<()> {
+    let info = &row.info;
+    let forked = info.forked_from.as_ref();
+    conn.prepare_cached(&format!(
+        "INSERT OR REPLACE INTO sessions ({SESSION_COLUMNS}) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+    ))
+    .and_then(|mut s| {
+        s.execute(params![
+            info.session_id,
+            info.system,
+            info.cwd,
+            info.title,
+            opt_json(&info.metadata),
+            info.revision as i64,
+            info.created_at,
+            info.updated_at,
+            forked.map(|f| &f.session_id),
+            forked.and_then(|f| f.message_id.as_ref()),
+            row.segment,
+            row.start as i64,
+            row.len as i64,
+        ])
+    })
+    .map(drop)
+    .map_err(sql)
+}
+
+pub const MESSAGE_COLUMNS: &str = "id, role, content, name, tool_call_id, tool_calls, images, metadata, created_at";
+
+/// A message row; images still as their hashes (see `load_images`).
+pub fn message(row: &Row) -> rusqlite::Result<Message> {
+    let role: String = row.get(1)?;
+    let role = parse_role(&role)
+        .ok_or_else(|| rusqlite::Error::FromSqlConversionFailure(1, rusqlite::types::Type::Text, role.into()))?;
+    Ok(Message {
+        id: Some(row.get(0)?),
+        role,
+        content: json_column::<Value>(row, 2)?.unwrap_or(Value::Null),
+        name: row.get(3)?,
+        tool_call_id: row.get(4)?,
+        tool_calls: json_column(row, 5)?,
+        images: json_column(row, 6)?,
+        metadata: json_column::<Map<String, Value>>(row, 7)?,
+        created_at: row.get(8)?,
+    })
+}
+
+pub fn parse_role(role: &str) -> Option<Role> {
+    match role {
+        "system" => Some(Role::System),
+        "user" => Some(Role::User),
+        "assistant" => Some(Role::Assistant),
+        "tool" => Some(Role::Tool),
+        _ => None,
+    }
+}
+
+/// Replaces each image hash of `message` by the image it names.
+pub fn load_images(conn: &Connection, message: &mut Message) -> Result<()> {
+    let Some(hashes) = message.images.as_mut() else { return Ok(()) };
+    let mut stmt = conn.prepare_cached("SELECT data FROM blobs WHERE hash = ?1").map_err(sql)?;
+    for slot in hashes.iter_mut() {
+        *slot = stmt
+            .query_row([&*slot], |r| r.get(0))
+            .optional()
+            .map_err(sql)?
+            .ok_or_else(|| Error::StorageUnavailable(format!("image {slot} is missing from the database")))?;
+    }
+    Ok(())
+}
+
+pub fn insert_message(conn: &Connection, segment: i64, seq: u64, m: &Message) -> Result<()> {
+    let hashes = m.images.as_ref().map(|images| images.iter().map(|i| store_blob(conn, i)).collect::<Result<Vec<_>>>());
+    let hashes = hashes.transpose()?;
+    conn.prepare_cached(&format!(
+        "INSERT INTO messages (segment, seq, {MESSAGE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+    ))
+    .and_then(|mut s| {
+        s.execute(params![
+            segment,
+            seq as i64,
+            m.id,
+            role_name(m.role),
+            to_json(&m.content),
+            m.name,
+            m.tool_call_id,
+            opt_json(&m.tool_calls),
+            opt_json(&hashes),
+            opt_json(&m.metadata),
+            m.created_at,
+        ])
+    })
+    .map(drop)
+    .map_err(sql)
+}
+
+/// Stores an image once, however many messages carry it; returns its hash.
+fn store_blob(conn: &Connection, image: &str) -> Result<String> {
+    let hash = hex(&Sha256::digest(image.as_bytes()));
+    conn.prepare_cached(
+        "INSERT INTO blobs (hash, data, refs) VALUES (?1, ?2, 1) ON CONFLICT (hash) DO UPDATE SET refs = refs + 1",
+    )
+    .and_then(|mut s| s.execute(params![hash, image]))
+    .map_err(sql)?;
+    Ok(hash)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Deletes the message rows of `segment` with `lo <= seq < hi`, releasing their images.
+pub fn delete_messages(conn: &Connection, segment: i64, lo: u64, hi: u64) -> Result<()> {
+    let (lo, hi) = (lo.min(i64::MAX as u64) as i64, hi.min(i64::MAX as u64) as i64);
+    let images: Vec<String> = conn
+        .prepare_cached(
+            "SELECT images FROM messages WHERE segment = ?1 AND seq >= ?2 AND seq < ?3 AND images IS NOT NULL",
+        )
+        .and_then(|mut s| s.query_map(params![segment, lo, hi], |r| r.get(0))?.collect())
+        .map_err(sql)?;
+    for list in images {
+        let hashes: Vec<String> = serde_json::from_str(&list).map_err(|e| Error::StorageUnavailable(e.to_string()))?;
+        for hash in hashes {
+            conn.prepare_cached("UPDATE blobs SET refs = refs - 1 WHERE hash = ?1")
+                .and_then(|mut s| s.execute([&hash]))
+                .and_then(|_| conn.prepare_cached("DELETE FROM blobs WHERE hash = ?1 AND refs <= 0"))
+                .and_then(|mut s| s.execute([&hash]))
+                .map_err(sql)?;
+        }
+    }
+    conn.prepare_cached("DELETE FROM messages WHERE segment = ?1 AND seq >= ?2 AND seq < ?3")
+        .and_then(|mut s| s.execute(params![segment, lo, hi]))
+        .map(drop)
+        .map_err(sql)
+}

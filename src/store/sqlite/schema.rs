@@ -1,0 +1,175 @@
+//! Opening a database: the file and folder with owner-only permissions, connection
+//! settings, and the schema's ordered migrations. A database written by a newer convo
+//! is refused, never modified.
+
+use std::fs::{DirBuilder, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+use crate::error::{Error, Result};
+
+/// Migration `i` takes the schema from version `i` to `i + 1` (`PRAGMA user_version`).
+const MIGRATIONS: &[&str] = &[
+    // 1: sessions over chains of message segments, images by content hash.
+    r#"
+    CREATE TABLE segments (
+        id      INTEGER PRIMARY KEY,
+        -- The segment holding the positions below `base`, if any.
+        parent  INTEGER REFERENCES segments(id),
+        base    INTEGER NOT NULL
+    );
+    CREATE INDEX segments_by_parent ON segments(parent) WHERE parent IS NOT NULL;
+
+    CREATE TABLE sessions (
+        session_id   TEXT PRIMARY KEY,
+        system       TEXT,
+        cwd          TEXT,
+        title        TEXT,
+        metadata     TEXT,
+        revision     INTEGER NOT NULL,
+        created_at   TEXT NOT NULL,
+        updated_at   TEXT NOT NULL,
+        forked_from_session TEXT,
+        forked_from_message TEXT,
+        -- The history: positions [start, len) of the chain that ends in `segment`.
+        segment      INTEGER NOT NULL REFERENCES segments(id),
+        start        INTEGER NOT NULL,
+        len          INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX sessions_by_update ON sessions(updated_at DESC, session_id DESC);
+    CREATE INDEX sessions_by_segment ON sessions(segment);
+
+    CREATE TABLE messages (
+        segment      INTEGER NOT NULL REFERENCES segments(id),
+        seq          INTEGER NOT NULL,
+        id           TEXT NOT NULL,
+        role         TEXT NOT NULL,
+        content      TEXT NOT NULL,
+        name         TEXT,
+        tool_call_id TEXT,
+        tool_calls   TEXT,
+        images       TEXT,
+        metadata     TEXT,
+        created_at   TEXT NOT NULL,
+        PRIMARY KEY (segment, seq)
+    ) WITHOUT ROWID;
+    CREATE INDEX messages_by_id ON messages(id);
+
+    CREATE TABLE blobs (
+        hash  TEXT PRIMARY KEY,
+        data  TEXT NOT NULL,
+        refs  INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    "#,
+];
+
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// How a connection waits for another process's write lock.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    pub full_durability: bool,
+    pub busy_timeout: Duration,
+}
+
+/// Creates the folder (0700) and the file (0600) when missing.
+pub fn prepare_path(path: &Path) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| unavailable(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+        .map(drop)
+        .map_err(|e| unavailable(format!("cannot open {}: {e}", path.display())))
+}
+
+/// The connection that writes: WAL, the durability asked for, and the schema brought
+/// up to date.
+pub fn open_writer(path: &Path, settings: Settings) -> Result<Connection> {
+    let mut conn =
+        Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+            .map_err(|e| unavailable(format!("cannot open {}: {e}", path.display())))?;
+    conn.busy_timeout(settings.busy_timeout).map_err(sql)?;
+    // Read the version before anything can write: a newer database stays untouched.
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| unavailable(format!("{} is not a usable database: {e}", path.display())))?;
+    refuse_newer(version, path)?;
+    refuse_foreign(&conn, version, path)?;
+    let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0)).map_err(sql)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(unavailable(format!("{} cannot use WAL mode (got {mode})", path.display())));
+    }
+    let sync = if settings.full_durability { "FULL" } else { "NORMAL" };
+    conn.pragma_update(None, "synchronous", sync).map_err(sql)?;
+    migrate(&mut conn, path)?;
+    Ok(conn)
+}
+
+fn refuse_newer(version: i64, path: &Path) -> Result<()> {
+    if version > SCHEMA_VERSION {
+        return Err(unavailable(format!(
+            "{} was written by a newer convo (schema version {version}; this one knows up to {SCHEMA_VERSION}); \
+             it was not modified",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// A connection that only reads.
+pub fn open_reader(path: &Path, settings: Settings) -> Result<Connection> {
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .map_err(|e| unavailable(format!("cannot open {}: {e}", path.display())))?;
+    conn.busy_timeout(settings.busy_timeout).map_err(sql)?;
+    Ok(conn)
+}
+
+/// A database of schema version 0 must be empty: anything in it is someone else's.
+fn refuse_foreign(conn: &Connection, version: i64, path: &Path) -> Result<()> {
+    if version == 0 {
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'", [], |r| r.get(0))
+            .map_err(sql)?;
+        if tables > 0 {
+            return Err(unavailable(format!(
+                "{} holds tables that are not convo's; it was not modified",
+                path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
+    // The write lock first: two processes starting at once migrate one after the other.
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+    let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(sql)?;
+    refuse_newer(version, path)?;
+    refuse_foreign(&tx, version, path)?;
+    for (i, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        tx.execute_batch(migration).map_err(sql)?;
+        tx.pragma_update(None, "user_version", i as i64 + 1).map_err(sql)?;
+        tracing::info!(version = i + 1, "database schema migrated");
+    }
+    tx.commit().map_err(sql)
+}
+
+pub fn unavailable(message: String) -> Error {
+    Error::StorageUnavailable(message)
+}
+
+/// A failure of SQLite itself: the request did not take effect.
+pub fn sql(e: rusqlite::Error) -> Error {
+    Error::StorageUnavailable(e.to_string())
+}

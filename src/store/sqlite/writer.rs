@@ -1,0 +1,115 @@
+//! The one thread that writes. Jobs queued while a transaction commits are committed
+//! together in the next one (group commit), each inside its own savepoint so that a
+//! refused job leaves nothing behind. A job's reply is sent only after its transaction
+//! committed; if the commit fails, every job in it fails with 1006.
+
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use rusqlite::Connection;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::error::{Error, Result};
+
+/// The most jobs one transaction takes.
+const MAX_GROUP: usize = 512;
+
+type Output = Box<dyn Any + Send>;
+type Work = Box<dyn FnOnce(&Connection) -> Result<Output> + Send>;
+
+struct Job {
+    run: Work,
+    reply: oneshot::Sender<Result<Output>>,
+}
+
+#[derive(Clone)]
+pub struct Writer {
+    tx: mpsc::UnboundedSender<Job>,
+}
+
+fn stopped() -> Error {
+    Error::StorageUnavailable("the database writer has stopped".into())
+}
+
+impl Writer {
+    /// Starts the thread; it ends, checkpointing the log, when every `Writer` is dropped.
+    pub fn spawn(conn: Connection) -> std::io::Result<Self> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        std::thread::Builder::new().name("convo-sqlite-writer".into()).spawn(move || run(conn, rx))?;
+        Ok(Writer { tx })
+    }
+
+    /// Runs `work` in a write transaction; its result once that transaction committed.
+    pub async fn write<T, F>(&self, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let run = Box::new(move |conn: &Connection| work(conn).map(|t| Box::new(t) as Output));
+        self.tx.send(Job { run, reply }).map_err(|_| stopped())?;
+        let output = answer.await.map_err(|_| stopped())??;
+        output.downcast::<T>().map(|t| *t).map_err(|_| Error::Internal("a store job returned the wrong type".into()))
+    }
+}
+
+fn run(conn: Connection, mut rx: mpsc::UnboundedReceiver<Job>) {
+    while let Some(first) = rx.blocking_recv() {
+        let mut group = vec![first];
+        while group.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(job) => group.push(job),
+                Err(_) => break,
+            }
+        }
+        commit_group(&conn, group);
+    }
+    // Keep the write-ahead log short for the next start; another process may hold it.
+    if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)") {
+        tracing::debug!(error = %e, "no checkpoint at exit");
+    }
+}
+
+fn commit_group(conn: &Connection, group: Vec<Job>) {
+    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        tracing::warn!(error = %e, "cannot start a write transaction");
+        let why = e.to_string();
+        for job in group {
+            let _ = job.reply.send(Err(Error::StorageUnavailable(why.clone())));
+        }
+        return;
+    }
+    let mut done = Vec::with_capacity(group.len());
+    let mut broken = None;
+    for job in group {
+        if broken.is_some() {
+            done.push((job.reply, Err(stopped())));
+            continue;
+        }
+        let outcome = match conn.execute_batch("SAVEPOINT job") {
+            Ok(()) => catch_unwind(AssertUnwindSafe(|| (job.run)(conn)))
+                .unwrap_or_else(|_| Err(Error::Internal("a store operation panicked".into()))),
+            Err(e) => Err(Error::StorageUnavailable(e.to_string())),
+        };
+        let close = if outcome.is_ok() { "RELEASE job" } else { "ROLLBACK TO job; RELEASE job" };
+        if let Err(e) = conn.execute_batch(close) {
+            broken = Some(e.to_string());
+        }
+        done.push((job.reply, outcome));
+    }
+    let committed = match broken {
+        Some(why) => Err(why),
+        None => conn.execute_batch("COMMIT").map_err(|e| e.to_string()),
+    };
+    if let Err(why) = &committed {
+        tracing::error!(error = %why, "a write transaction failed; its requests did not take effect");
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    for (reply, outcome) in done {
+        let outcome = match (&committed, outcome) {
+            (Err(why), Ok(_)) => Err(Error::StorageUnavailable(why.clone())),
+            (_, outcome) => outcome,
+        };
+        let _ = reply.send(outcome);
+    }
+}
