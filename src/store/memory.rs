@@ -212,9 +212,11 @@ impl Store for MemoryStore {
             let messages = &e.history.messages;
             let start = usize::try_from(offset).unwrap_or(usize::MAX).min(messages.len());
             let take = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+            let end = start.saturating_add(take).min(messages.len());
             HistoryPage {
                 info: e.info(session_id),
-                messages: messages.iter().skip(start).take(take).cloned().collect(),
+                // A focus narrowed to the page: no walk over the messages before it.
+                messages: messages.focus().narrow(start..end).into_iter().cloned().collect(),
                 tail: e.history.tail(),
             }
         })

@@ -1,0 +1,42 @@
+//! The floor: a minimal stdio server in LSP framing that answers every request with
+//! `null` and does nothing else. What convo costs is measured against what the pipe and
+//! the framing alone cost.
+
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+
+fn main() {
+    let mut input = BufReader::with_capacity(1 << 16, std::io::stdin().lock());
+    let mut output = BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let mut line = String::new();
+    loop {
+        let mut length = 0;
+        loop {
+            line.clear();
+            if input.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            let header = line.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some(v) = header.strip_prefix("Content-Length:") {
+                length = v.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0; length];
+        if input.read_exact(&mut body).is_err() {
+            return;
+        }
+        let message: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        if message.get("method").and_then(|m| m.as_str()) == Some("exit") {
+            return;
+        }
+        if let Some(id) = message.get("id") {
+            let reply = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":null}}"#);
+            let _ = write!(output, "Content-Length: {}\r\n\r\n{reply}", reply.len());
+        }
+        if input.buffer().is_empty() && output.flush().is_err() {
+            return;
+        }
+    }
+}

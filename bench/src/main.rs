@@ -1,0 +1,199 @@
+//! `convo-bench`: measures one stdio JSON-RPC server command, speaking LSP framing to it.
+//! Every server measured (convo, the echo floor, the Python and Node baselines) answers
+//! the same methods: `session/create`, `add_user`, `history`, `fork`, `trim`.
+//!
+//! ```text
+//! convo-bench [--quick] [--million] [--round-trips-only] [--label NAME] [--json FILE] -- COMMAND [ARGS...]
+//! ```
+//!
+//! `--round-trips-only` is for the echo floor, which keeps no state.
+//!
+//! It prints one line per figure and, with `--json`, appends one JSON object per run.
+
+mod client;
+
+use std::io::Write as _;
+use std::time::Duration;
+
+use client::Client;
+use serde_json::{Value, json};
+
+struct Sizes {
+    sequential: usize,
+    pipelined: usize,
+    history: usize,
+    forks: &'static [usize],
+    million: usize,
+}
+
+const FULL: Sizes =
+    Sizes { sequential: 5_000, pipelined: 100_000, history: 10_000, forks: &[10, 10_000, 100_000], million: 1_000_000 };
+const QUICK: Sizes = Sizes { sequential: 50, pipelined: 500, history: 100, forks: &[10, 100], million: 2_000 };
+
+/// How many requests are in flight in the pipelined measures.
+const WINDOW: usize = 64;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(split) = args.iter().position(|a| a == "--") else {
+        eprintln!(
+            "usage: convo-bench [--quick] [--million] [--round-trips-only] [--label NAME] [--json FILE] -- COMMAND [ARGS...]"
+        );
+        std::process::exit(2);
+    };
+    let (flags, cmd) = (&args[..split], &args[split + 1..]);
+    let flag = |name: &str| flags.iter().any(|f| f == name);
+    let value = |name: &str| flags.iter().position(|f| f == name).and_then(|i| flags.get(i + 1)).cloned();
+    let sizes = if flag("--quick") { &QUICK } else { &FULL };
+    let label = value("--label").unwrap_or_else(|| cmd.join(" "));
+    let mut report = Report { label, figures: serde_json::Map::new() };
+
+    measure_spawn(cmd, &mut report);
+    let mut c = Client::spawn(cmd);
+    measure_round_trips(&mut c, sizes, &mut report);
+    if !flag("--round-trips-only") {
+        measure_history(&mut c, sizes, &mut report);
+        measure_forks(&mut c, sizes, &mut report);
+    }
+    if flag("--million") {
+        measure_million(&mut c, sizes, &mut report);
+    }
+    report.add("peak_rss_mib", c.peak_rss_kib() as f64 / 1024.0, "MiB");
+    c.close();
+
+    if let Some(path) = value("--json") {
+        let line = json!({"label": report.label, "figures": report.figures}).to_string();
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path).expect("open --json file");
+        writeln!(file, "{line}").expect("write --json file");
+    }
+}
+
+struct Report {
+    label: String,
+    figures: serde_json::Map<String, Value>,
+}
+
+impl Report {
+    fn add(&mut self, name: &str, value: f64, unit: &str) {
+        println!("{:<28} {:<40} {:>14.3} {unit}", self.label, name, value);
+        self.figures.insert(name.into(), json!(value));
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn user(session: &str, text: &str) -> (String, String) {
+    ("session/add_user".into(), json!({"session_id": session, "text": text}).to_string())
+}
+
+fn create(c: &mut Client, session: &str) {
+    c.call("session/create", &json!({"session_id": session}).to_string());
+}
+
+/// A session of `n` user messages of `size` bytes each, written pipelined.
+fn build(c: &mut Client, session: &str, n: usize, size: usize) -> Duration {
+    create(c, session);
+    let text = "x".repeat(size);
+    c.pipeline(n, WINDOW, |_| user(session, &text))
+}
+
+fn measure_spawn(cmd: &[String], report: &mut Report) {
+    let times = (0..5)
+        .map(|_| {
+            let c = Client::spawn(cmd);
+            let t = c.first_reply;
+            c.close();
+            t
+        })
+        .collect();
+    report.add("spawn_to_initialize_ms", ms(median(times)), "ms");
+}
+
+fn measure_round_trips(c: &mut Client, sizes: &Sizes, report: &mut Report) {
+    create(c, "seq");
+    let mut lat: Vec<Duration> = (0..sizes.sequential)
+        .map(|i| {
+            let started = std::time::Instant::now();
+            let (m, p) = user("seq", &i.to_string());
+            c.call(&m, &p);
+            started.elapsed()
+        })
+        .collect();
+    lat.sort();
+    let total: Duration = lat.iter().sum();
+    report.add("sequential_add_user_p50_us", lat[lat.len() / 2].as_secs_f64() * 1e6, "us");
+    report.add("sequential_add_user_p99_us", lat[lat.len() * 99 / 100].as_secs_f64() * 1e6, "us");
+    report.add("sequential_add_user_per_s", sizes.sequential as f64 / total.as_secs_f64(), "req/s");
+
+    for s in 0..8 {
+        create(c, &format!("pipe{s}"));
+    }
+    let took = c.pipeline(sizes.pipelined, WINDOW, |i| user(&format!("pipe{}", i % 8), "hello"));
+    report.add("pipelined_add_user_per_s", sizes.pipelined as f64 / took.as_secs_f64(), "req/s");
+}
+
+fn measure_history(c: &mut Client, sizes: &Sizes, report: &mut Report) {
+    let before = c.rss_kib();
+    build(c, "hist", sizes.history, 1024);
+    let grown = c.rss_kib().saturating_sub(before) as f64 * 1024.0;
+    report.add("rss_per_payload_10k_x_1kb", grown / (sizes.history * 1024) as f64, "x");
+    let params = json!({"session_id": "hist"}).to_string();
+    let mut bytes = 0;
+    let times = (0..5)
+        .map(|_| {
+            let started = std::time::Instant::now();
+            bytes = c.call("session/history", &params).len();
+            started.elapsed()
+        })
+        .collect();
+    let t = median(times);
+    report.add("history_10k_x_1kb_mb_per_s", bytes as f64 / 1e6 / t.as_secs_f64(), "MB/s");
+    let started = std::time::Instant::now();
+    c.call("session/trim", &json!({"session_id": "hist", "max_turns": sizes.history / 2}).to_string());
+    report.add("trim_half_of_10k_ms", ms(started.elapsed()), "ms");
+}
+
+fn measure_forks(c: &mut Client, sizes: &Sizes, report: &mut Report) {
+    for &n in sizes.forks {
+        let session = format!("fork{n}");
+        build(c, &session, n, 64);
+        let times = (0..5)
+            .map(|k| {
+                let params = json!({"session_id": session, "new_session_id": format!("{session}-copy{k}")}).to_string();
+                let started = std::time::Instant::now();
+                c.call("session/fork", &params);
+                started.elapsed()
+            })
+            .collect();
+        report.add(&format!("fork_{n}_ms"), ms(median(times)), "ms");
+    }
+}
+
+/// A session of a million messages, written in batches; pages from its start, middle
+/// and end.
+fn measure_million(c: &mut Client, sizes: &Sizes, report: &mut Report) {
+    let n = sizes.million;
+    create(c, "million");
+    let batch: Vec<Value> = (0..1000).map(|i| json!({"role": "user", "content": format!("message {i}")})).collect();
+    let params = json!({"session_id": "million", "messages": batch}).to_string();
+    let took = c.pipeline(n / 1000, 8, |_| ("session/add_messages".into(), params.clone()));
+    report.add("million_build_messages_per_s", n as f64 / took.as_secs_f64(), "msg/s");
+    for (name, offset) in [("start", 0), ("middle", n / 2), ("end", n - 100)] {
+        let params = json!({"session_id": "million", "offset": offset, "limit": 100}).to_string();
+        let times = (0..5)
+            .map(|_| {
+                let started = std::time::Instant::now();
+                c.call("session/history", &params);
+                started.elapsed()
+            })
+            .collect();
+        report.add(&format!("million_page_100_at_{name}_ms"), ms(median(times)), "ms");
+    }
+}

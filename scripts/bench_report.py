@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Turns the JSON lines of scripts/bench into BENCHMARKS.md: medians over the runs with
+min and max, the machine, the ratios against the floor and the baselines, and each
+target from the benchmark issue, met or not."""
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from collections import defaultdict
+from datetime import datetime, timezone
+
+ORDER = ["floor", "convo memory", "convo sqlite normal", "convo sqlite full", "python pycodeloop", "node arrays"]
+HIGHER_IS_BETTER = ("per_s", "mb_per_s")
+
+
+def load(path):
+    runs = defaultdict(lambda: defaultdict(list))
+    for line in open(path):
+        record = json.loads(line)
+        for name, value in record["figures"].items():
+            runs[record["label"]][name].append(value)
+    return runs
+
+
+def machine():
+    cpu = "unknown CPU"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        kib = int(next(l for l in open("/proc/meminfo") if l.startswith("MemTotal")).split()[1])
+        mem = f", {kib / 1024 / 1024:.0f} GiB"
+    except (OSError, StopIteration):
+        pass
+    rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.strip()
+    return f"{os.cpu_count()} × {cpu}{mem}; {platform.system()} {platform.release()}; {rustc}"
+
+
+def cell(values):
+    if not values:
+        return "—"
+    med = statistics.median(values)
+    if len(values) == 1:
+        return f"{med:,.3g}" if med < 1000 else f"{med:,.0f}"
+    fmt = (lambda v: f"{v:,.3g}") if med < 1000 else (lambda v: f"{v:,.0f}")
+    return f"{fmt(med)} ({fmt(min(values))}–{fmt(max(values))})"
+
+
+def main(path):
+    runs = load(path)
+    labels = [l for l in ORDER if l in runs] + sorted(l for l in runs if l not in ORDER)
+    metrics = []
+    for label in labels:
+        for name in runs[label]:
+            if name not in metrics:
+                metrics.append(name)
+    med = lambda label, name: statistics.median(runs[label][name]) if runs[label].get(name) else None
+    n_runs = max(len(v) for r in runs.values() for v in r.values())
+
+    out = []
+    out.append("# Benchmarks\n")
+    out.append(
+        f"Written by `scripts/bench` on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; "
+        f"medians of {n_runs} runs, (min–max). Machine: {machine()}.\n"
+    )
+    out.append(
+        "Every server was driven by the same lean Rust client (`convo-bench`, LSP framing over pipes) "
+        "with the same requests. *floor* is `convo-echo`, a server that answers every request with "
+        "`null`; *python pycodeloop* is pycodeloop 0.8.2's `Session` behind python-lsp-jsonrpc; "
+        "*node arrays* is arrays behind vscode-jsonrpc 10. Pipelined figures keep 64 requests in flight.\n"
+    )
+    out.append("| figure | " + " | ".join(labels) + " |")
+    out.append("|---|" + "---|" * len(labels))
+    for name in metrics:
+        out.append(f"| {name} | " + " | ".join(cell(runs[label].get(name, [])) for label in labels) + " |")
+    out.append("")
+
+    convo = "convo memory"
+    out.append("## Ratios\n")
+    out.append("| figure | convo ÷ floor | convo ÷ Python | convo ÷ Node |")
+    out.append("|---|---|---|---|")
+    for name in metrics:
+        c = med(convo, name)
+        if c is None:
+            continue
+        ratios = []
+        for other in ["floor", "python pycodeloop", "node arrays"]:
+            o = med(other, name) if other in runs else None
+            ratios.append(f"{c / o:.2f}" if o else "—")
+        out.append(f"| {name} | " + " | ".join(ratios) + " |")
+    out.append("")
+
+    out.append("## Targets\n")
+    def check(text, ok, detail):
+        out.append(f"- {'met' if ok else '**not met**'}: {text} — {detail}")
+
+    floor_pipe, convo_pipe = med("floor", "pipelined_add_user_per_s"), med(convo, "pipelined_add_user_per_s")
+    if floor_pipe and convo_pipe:
+        check("pipelined add_user at ≥ 70% of the floor", convo_pipe >= 0.7 * floor_pipe, f"{convo_pipe / floor_pipe:.0%}")
+    floor_seq, convo_seq = med("floor", "sequential_add_user_p50_us"), med(convo, "sequential_add_user_p50_us")
+    if floor_seq and convo_seq:
+        check("sequential p50 within 1.3× the floor", convo_seq <= 1.3 * floor_seq, f"{convo_seq / floor_seq:.2f}×")
+    for label, limit in [(convo, 10), ("convo sqlite normal", 20)]:
+        v = med(label, "spawn_to_initialize_ms")
+        if v is not None:
+            check(f"{label}: first reply under {limit} ms after spawn", v < limit, f"{v:.2f} ms")
+    py_hist, c_hist = med("python pycodeloop", "history_10k_x_1kb_mb_per_s"), med(convo, "history_10k_x_1kb_mb_per_s")
+    if py_hist and c_hist:
+        check("history of 10,000 × 1 KB at ≥ 5× Python", c_hist >= 5 * py_hist, f"{c_hist / py_hist:.1f}×")
+    f10, f100k = med(convo, "fork_10_ms"), med(convo, "fork_100000_ms")
+    if f10 and f100k:
+        check("fork of 100,000 within 2× fork of 10", f100k <= 2 * f10, f"{f100k / f10:.2f}×")
+        others = [med(b, "fork_100000_ms") for b in ["python pycodeloop", "node arrays"] if b in runs]
+        others = [o for o in others if o]
+        if others:
+            check("fork of 100,000 below both baselines", all(f100k < o for o in others), f"{f100k:.3f} ms vs {', '.join(f'{o:.3f}' for o in others)} ms")
+    rss = med(convo, "rss_per_payload_10k_x_1kb")
+    if rss is not None:
+        check("memory store RSS at most 2× the payload it holds (10,000 × 1 KB)", rss <= 2, f"{rss:.2f}×")
+    out.append("")
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
