@@ -7,6 +7,11 @@ use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
 use convo::rpc::{self, framing::Framing};
+
+/// Many small, short-lived allocations per request (frames, params, replies): mimalloc
+/// serves them markedly faster than the system allocator (see BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use convo::store::{SqliteSettings, StoreSpec};
 
 /// Keeps LLM conversation state for the program that spawns it: sessions, messages, tool
