@@ -318,3 +318,17 @@ fn full_durability_serves_the_same() {
     let mut again = Server::on_file(&db(&dir), Framing::Lsp, &["--durability", "full"]);
     assert_eq!(contents(&mut again, "f"), ["x"]);
 }
+
+/// Processes starting at once on a fresh file: one creates the schema, none fails.
+#[test]
+fn simultaneous_starts_on_a_fresh_file() {
+    for _ in 0..10 {
+        let dir = tempfile::tempdir().unwrap();
+        let mut servers: Vec<Server> = (0..4).map(|_| Server::on_file(&db(&dir), Framing::Ndjson, &[])).collect();
+        for (i, s) in servers.iter_mut().enumerate() {
+            s.call("session/create", json!({"session_id": format!("s{i}")}));
+        }
+        let listed = servers[0].call("session/list", json!({}));
+        assert_eq!(listed["sessions"].as_array().unwrap().len(), 4);
+    }
+}

@@ -100,13 +100,22 @@ pub fn open_writer(path: &Path, settings: Settings) -> Result<Connection> {
         Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
             .map_err(|e| unavailable(format!("cannot open {}: {e}", path.display())))?;
     conn.busy_timeout(settings.busy_timeout).map_err(sql)?;
-    // Read the version before anything can write: a newer database stays untouched.
-    let version: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(|e| unavailable(format!("{} is not a usable database: {e}", path.display())))?;
+    // Check before anything can write: a newer or foreign database stays untouched. One
+    // statement, so another process migrating meanwhile is seen whole or not at all.
+    let (version, tables): (i64, i64) = retry_busy(settings, || {
+        conn.query_row(
+            "SELECT (SELECT user_version FROM pragma_user_version), \
+                    (SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%')",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+    })
+    .map_err(|e| unavailable(format!("{} is not a usable database: {e}", path.display())))?;
     refuse_newer(version, path)?;
-    refuse_foreign(&conn, version, path)?;
-    let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0)).map_err(sql)?;
+    refuse_foreign(version, tables, path)?;
+    let mode: String =
+        retry_busy(settings, || conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0)))
+            .map_err(sql)?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(unavailable(format!("{} cannot use WAL mode (got {mode})", path.display())));
     }
@@ -114,6 +123,23 @@ pub fn open_writer(path: &Path, settings: Settings) -> Result<Connection> {
     conn.pragma_update(None, "synchronous", sync).map_err(sql)?;
     migrate(&mut conn, path)?;
     Ok(conn)
+}
+
+/// Retries what another process's start-up (a journal mode switch, a migration) may
+/// briefly lock out, for as long as the busy timeout allows.
+fn retry_busy<T>(settings: Settings, mut op: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let deadline = std::time::Instant::now() + settings.busy_timeout;
+    loop {
+        match op() {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            other => return other,
+        }
+    }
 }
 
 fn refuse_newer(version: i64, path: &Path) -> Result<()> {
@@ -136,17 +162,9 @@ pub fn open_reader(path: &Path, settings: Settings) -> Result<Connection> {
 }
 
 /// A database of schema version 0 must be empty: anything in it is someone else's.
-fn refuse_foreign(conn: &Connection, version: i64, path: &Path) -> Result<()> {
-    if version == 0 {
-        let tables: i64 = conn
-            .query_row("SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'", [], |r| r.get(0))
-            .map_err(sql)?;
-        if tables > 0 {
-            return Err(unavailable(format!(
-                "{} holds tables that are not convo's; it was not modified",
-                path.display()
-            )));
-        }
+fn refuse_foreign(version: i64, tables: i64, path: &Path) -> Result<()> {
+    if version == 0 && tables > 0 {
+        return Err(unavailable(format!("{} holds tables that are not convo's; it was not modified", path.display())));
     }
     Ok(())
 }
@@ -154,9 +172,16 @@ fn refuse_foreign(conn: &Connection, version: i64, path: &Path) -> Result<()> {
 fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
     // The write lock first: two processes starting at once migrate one after the other.
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
-    let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(sql)?;
+    let (version, tables): (i64, i64) = tx
+        .query_row(
+            "SELECT (SELECT user_version FROM pragma_user_version), \
+                    (SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%')",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(sql)?;
     refuse_newer(version, path)?;
-    refuse_foreign(&tx, version, path)?;
+    refuse_foreign(version, tables, path)?;
     for (i, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         tx.execute_batch(migration).map_err(sql)?;
         tx.pragma_update(None, "user_version", i as i64 + 1).map_err(sql)?;
