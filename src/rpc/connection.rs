@@ -22,6 +22,8 @@ use crate::rpc::writer::Outbox;
 
 /// How many frames may be in flight before the connection stops reading (back-pressure).
 pub const MAX_IN_FLIGHT: u32 = 1024;
+/// The most requests one batch may hold.
+pub const MAX_BATCH: usize = 1024;
 
 /// A reply as JSON text; `None` for a notification.
 type Pending = BoxFuture<'static, Option<String>>;
@@ -51,6 +53,11 @@ impl Connection {
         }
     }
 
+    /// Waits until every frame taken so far has been answered.
+    pub(crate) async fn settle(&self) {
+        let _all = self.in_flight.acquire_many(MAX_IN_FLIGHT).await;
+    }
+
     /// Serves until `exit` or the end of input, then waits for every call in flight to
     /// be answered. Returns the process exit code.
     pub async fn run(mut self, mut input: Input) -> i32 {
@@ -66,11 +73,11 @@ impl Connection {
                 break;
             }
         }
-        let _all_answered = self.in_flight.acquire_many(MAX_IN_FLIGHT).await;
+        self.settle().await;
         self.exit_code.unwrap_or(0)
     }
 
-    async fn incoming(&mut self, next: Incoming) {
+    pub(crate) async fn incoming(&mut self, next: Incoming) {
         {
             match next {
                 Incoming::Frame(bytes) => self.frame(&bytes).await,
@@ -100,6 +107,10 @@ impl Connection {
                 Some(pending) => pending,
                 None => return,
             },
+            Frame::Batch(elements) if elements.len() > MAX_BATCH => {
+                let why = format!("a batch holds at most {MAX_BATCH} requests, this one {}", elements.len());
+                ready(Some(error_reply(None, ErrorObjectOwned::from(crate::Error::TooLarge(why))))).boxed()
+            }
             Frame::Batch(elements) => {
                 let calls: Vec<Pending> = elements.into_iter().filter_map(|e| self.element(e)).collect();
                 if calls.is_empty() {
@@ -223,15 +234,13 @@ mod tests {
     use crate::rpc::framing::{Decoder, FramingCell};
     use crate::rpc::stdio::Source;
     use jsonrpsee::ResponsePayload;
-    use tokio::sync::mpsc;
 
     #[tokio::test]
     async fn a_panicking_method_gets_32603_and_the_connection_goes_on() {
         let mut module = jsonrpsee::RpcModule::new(());
         module.register_method::<Result<(), ErrorObjectOwned>, _>("boom", |_, _, _| panic!("boom")).unwrap();
         module.register_async_method("fine", |_, _, _| async { Ok::<_, ErrorObjectOwned>(1) }).unwrap();
-        let (out_tx, mut out_rx) = mpsc::channel(16);
-        let outbox = Outbox::for_test(out_tx);
+        let (outbox, mut out_rx) = Outbox::channel();
         let connection = Connection::new(module.into(), outbox.clone(), Arc::new(Peer::new(outbox)), 1024);
         let frames =
             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"boom\"}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"fine\"}\n";

@@ -6,6 +6,7 @@ mod connection;
 mod envelope;
 pub mod error;
 pub mod framing;
+mod local;
 mod methods;
 mod order;
 pub mod peer;
@@ -21,6 +22,7 @@ use crate::rpc::peer::Peer;
 use crate::rpc::stdio::Input;
 use crate::store::Store;
 
+pub use local::LocalServer;
 pub use stdio::{Sink, Source};
 
 /// How the server talks: `framing` is `None` to detect it from the first byte.

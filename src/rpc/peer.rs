@@ -82,8 +82,8 @@ mod tests {
 
     #[tokio::test]
     async fn responses_reach_the_waiting_request() {
-        let (tx, mut rx) = tokio::sync::mpsc::channel(4);
-        let peer = Arc::new(Peer::new(Outbox::for_test(tx)));
+        let (outbox, mut rx) = Outbox::channel();
+        let peer = Arc::new(Peer::new(outbox));
         let asking = tokio::spawn({
             let peer = peer.clone();
             async move { peer.request("host/ping", serde_json::json!({"n": 1})).await }

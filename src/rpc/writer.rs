@@ -22,9 +22,10 @@ pub struct Outbox {
 }
 
 impl Outbox {
-    #[cfg(test)]
-    pub(crate) fn for_test(tx: mpsc::Sender<String>) -> Self {
-        Outbox { tx }
+    /// An outbox whose messages the caller reads itself (no writer).
+    pub(crate) fn channel() -> (Self, mpsc::Receiver<String>) {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        (Outbox { tx }, rx)
     }
 
     /// Queues one JSON message; waits while the queue is full. A closed output drops it.

@@ -262,3 +262,35 @@ fn huge_content_length_that_arrives_gets_1005() {
     assert_eq!(error_of(&s.recv()), (1005, json!("h")));
     still_serving(&mut s);
 }
+
+/// Every bound gives a clear error, and the server goes on.
+#[test]
+fn resource_bounds() {
+    let mut s = Server::start(Framing::Ndjson);
+    let batch: Vec<Value> = (0..1025).map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "session/list"})).collect();
+    s.send(&Value::Array(batch));
+    let reply = s.recv();
+    assert_eq!(error_of(&reply), (1005, Value::Null), "{reply}");
+    let batch: Vec<Value> = (0..1024).map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "session/list"})).collect();
+    s.send(&Value::Array(batch));
+    assert_eq!(s.recv().as_array().unwrap().len(), 1024);
+
+    s.call("session/create", json!({"session_id": "big"}));
+    let many = |n: usize| (0..n).map(|i| json!({"role": "user", "content": i.to_string()})).collect::<Vec<_>>();
+    let e = s.fail("session/add_messages", json!({"session_id": "big", "messages": many(100_001)}), 1005);
+    assert!(e["message"].as_str().unwrap().contains("100000"), "{e}");
+    s.fail("session/from_dict", json!({"data": {"messages": many(100_001)}}), 1005);
+    assert_eq!(s.call("session/get", json!({"session_id": "big"}))["message_count"], 0);
+
+    s.call("session/add_messages", json!({"session_id": "big", "messages": many(100_000)}));
+    assert_eq!(
+        s.call("session/history", json!({"session_id": "big", "offset": 99_999}))["messages"].as_array().unwrap().len(),
+        1
+    );
+    s.call("session/add_user", json!({"session_id": "big", "text": "one more"}));
+    s.fail("session/history", json!({"session_id": "big"}), 1005);
+    s.fail("session/to_dict", json!({"session_id": "big"}), 1005);
+    s.fail("session/history", json!({"session_id": "big", "limit": 100_001}), -32602);
+    let page = s.call("session/history", json!({"session_id": "big", "offset": 100_000, "limit": 100_000}));
+    assert_eq!(page["messages"][0]["content"], "one more");
+}

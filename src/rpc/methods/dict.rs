@@ -6,9 +6,10 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::error::Error;
 use crate::error::Result;
 use crate::rpc::methods::messages::at_index;
-use crate::rpc::methods::{Ctx, SessionParams};
+use crate::rpc::methods::{Ctx, MAX_MESSAGES, SessionParams, check_count};
 use crate::session::{Fields, Identity, Import, Message, MessageInput, Repaired, SessionId, SessionInfo, plan_import};
 
 #[derive(Serialize, Clone)]
@@ -20,7 +21,12 @@ pub struct Dict {
 }
 
 pub async fn to_dict(ctx: Arc<Ctx>, p: SessionParams) -> Result<Dict> {
-    let page = ctx.store.history(p.session_id.as_str(), 0, None).await?;
+    let page = ctx.store.history(p.session_id.as_str(), 0, Some(MAX_MESSAGES + 1)).await?;
+    check_count("the session", page.messages.len()).map_err(|_| {
+        Error::TooLarge(format!(
+            "the session holds more than {MAX_MESSAGES} messages; read it with session/history pages"
+        ))
+    })?;
     Ok(Dict { session_id: page.info.session_id, system: page.info.system, cwd: page.info.cwd, messages: page.messages })
 }
 
@@ -62,6 +68,7 @@ pub struct Imported {
 
 pub async fn from_dict(ctx: Arc<Ctx>, p: FromDictParams) -> Result<Imported> {
     let data = p.data;
+    check_count("data.messages", data.messages.as_ref().map_or(0, Vec::len))?;
     let messages = data
         .messages
         .unwrap_or_default()

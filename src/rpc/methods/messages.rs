@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::rpc::methods::Ctx;
+use crate::rpc::methods::{Ctx, MAX_MESSAGES, check_count};
 use crate::session::{Identity, Message, MessageInput, Role, SessionId};
 use crate::store::Appended;
 
@@ -112,6 +112,7 @@ pub struct AddedMany {
 }
 
 pub async fn add_messages(ctx: Arc<Ctx>, p: AddMessagesParams) -> Result<AddedMany> {
+    check_count("the request", p.messages.len())?;
     let messages = p
         .messages
         .into_iter()
@@ -150,7 +151,19 @@ pub struct History {
 
 pub async fn history(ctx: Arc<Ctx>, p: HistoryParams) -> Result<History> {
     let offset = p.offset.unwrap_or(0);
-    let page = ctx.store.history(p.session_id.as_str(), offset, p.limit).await?;
+    if p.limit.is_some_and(|l| l > MAX_MESSAGES) {
+        return Err(Error::invalid(format!("limit must be at most {MAX_MESSAGES}")));
+    }
+    // Without a limit, read one past the bound, to refuse rather than build a huge reply.
+    let page = ctx.store.history(p.session_id.as_str(), offset, p.limit.or(Some(MAX_MESSAGES + 1))).await?;
+    if p.limit.is_none() {
+        let synthetic = page.tail.unanswered().count();
+        check_count("the history", page.messages.len() + synthetic).map_err(|_| {
+            Error::TooLarge(format!(
+                "the history holds more than {MAX_MESSAGES} messages; page it with offset and limit"
+            ))
+        })?;
+    }
     let mut messages = page.messages;
     let mut repaired = 0;
     if p.repair.unwrap_or(true) {

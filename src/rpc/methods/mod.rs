@@ -19,6 +19,17 @@ use crate::error::{Error, Result};
 use crate::rpc::framing::FramingCell;
 use crate::store::Store;
 
+/// The most messages one request may carry (`add_messages`, `from_dict`) and the most
+/// one reply may hold (`history`, `to_dict`): beyond them, error 1005.
+pub const MAX_MESSAGES: u64 = 100_000;
+
+fn check_count(what: &str, n: usize) -> Result<()> {
+    if n as u64 > MAX_MESSAGES {
+        return Err(Error::TooLarge(format!("{what} holds {n} messages; the limit is {MAX_MESSAGES}")));
+    }
+    Ok(())
+}
+
 /// What every handler can reach.
 pub struct Ctx {
     pub store: Arc<dyn Store>,

@@ -1,0 +1,64 @@
+//! The server in-process, without pipes: frames in, replies out, through the same code
+//! as over stdio (classification, per-session order, the method registry, lifecycle).
+//! For fuzzing and property tests, and for hosts written in Rust.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::rpc::connection::Connection;
+use crate::rpc::framing::{Framing, FramingCell, Incoming};
+use crate::rpc::methods;
+use crate::rpc::peer::Peer;
+use crate::rpc::writer::Outbox;
+use crate::store::Store;
+
+pub struct LocalServer {
+    runtime: tokio::runtime::Runtime,
+    connection: Connection,
+    replies: mpsc::Receiver<String>,
+    next_id: u64,
+}
+
+impl LocalServer {
+    pub fn new(store: Arc<dyn Store>, max_message_bytes: usize) -> std::io::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+        let (outbox, replies) = Outbox::channel();
+        let ctx = methods::Ctx {
+            store,
+            framing: FramingCell::new(Some(Framing::Ndjson)),
+            max_message_bytes,
+            method_names: Default::default(),
+        };
+        let peer = Arc::new(Peer::new(outbox.clone()));
+        let connection = Connection::new(methods::module(ctx), outbox, peer, max_message_bytes);
+        Ok(LocalServer { runtime, connection, replies, next_id: 1 })
+    }
+
+    /// Handles one frame's body and returns what the server wrote back (nothing for a
+    /// notification, one reply, or one batch reply).
+    pub fn frame(&mut self, body: &[u8]) -> Vec<String> {
+        let (connection, replies) = (&mut self.connection, &mut self.replies);
+        self.runtime.block_on(async {
+            connection.incoming(Incoming::Frame(body.to_vec())).await;
+            connection.settle().await;
+        });
+        std::iter::from_fn(|| replies.try_recv().ok()).collect()
+    }
+
+    /// Calls `method`; its result, or its error object.
+    pub fn call(&mut self, method: &str, params: Value) -> Result<Value, Value> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let replies = self.frame(request.to_string().as_bytes());
+        let [reply] = &replies[..] else { panic!("one reply expected for {method}, got {replies:?}") };
+        let mut reply: Value = serde_json::from_str(reply).expect("replies are JSON");
+        assert_eq!(reply["id"], id, "the reply carries the request's id");
+        match reply.get_mut("error") {
+            Some(error) => Err(error.take()),
+            None => Ok(reply["result"].take()),
+        }
+    }
+}
