@@ -7,5 +7,6 @@ mod dict;
 mod durable;
 mod lifecycle;
 mod messages;
+mod properties;
 mod sessions;
 mod wire;

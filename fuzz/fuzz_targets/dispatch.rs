@@ -1,0 +1,78 @@
+//! Any frame, and any params to every method, through the whole server in-process
+//! (classification, ordering, registry, rules, memory store): no panic, and every reply
+//! is a JSON-RPC 2.0 response.
+#![no_main]
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use convo::rpc::LocalServer;
+use convo::store::MemoryStore;
+use libfuzzer_sys::fuzz_target;
+use serde_json::Value;
+
+const METHODS: &[&str] = &[
+    "initialize",
+    "session/create",
+    "session/get",
+    "session/list",
+    "session/update",
+    "session/delete",
+    "session/add_user",
+    "session/add_assistant",
+    "session/add_tool_result",
+    "session/add_message",
+    "session/add_messages",
+    "session/history",
+    "session/trim",
+    "session/fork",
+    "session/clear",
+    "session/to_dict",
+    "session/from_dict",
+];
+
+thread_local! {
+    static SERVER: RefCell<(LocalServer, u32)> = RefCell::new((fresh(), 0));
+}
+
+fn fresh() -> LocalServer {
+    LocalServer::new(Arc::new(MemoryStore::default()), 1 << 20).expect("a server")
+}
+
+fn check(reply: &str) {
+    let value: Value = serde_json::from_str(reply).expect("a reply is JSON");
+    let replies = match value {
+        Value::Array(items) => items,
+        single => vec![single],
+    };
+    for r in replies {
+        assert_eq!(r["jsonrpc"], "2.0", "{r}");
+        assert!(r.get("result").is_some() != r.get("error").is_some(), "result or error: {r}");
+        if let Some(code) = r["error"]["code"].as_i64() {
+            assert_ne!(code, -32603, "an internal error: {r}");
+        }
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let [selector, rest @ ..] = data else { return };
+    SERVER.with(|cell| {
+        let (server, uses) = &mut *cell.borrow_mut();
+        // A fresh store now and then, so that a long campaign does not pile up sessions.
+        *uses += 1;
+        if *uses % 5_000 == 0 {
+            *server = fresh();
+        }
+        let frame = if *selector < 128 {
+            rest.to_vec()
+        } else {
+            let method = METHODS[*selector as usize % METHODS.len()];
+            let params = serde_json::from_slice::<Value>(rest)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(rest).into_owned()));
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string().into_bytes()
+        };
+        for reply in server.frame(&frame) {
+            check(&reply);
+        }
+    });
+});

@@ -1,0 +1,395 @@
+//! Property tests: random sequences of operations, run in lockstep on the memory and
+//! the SQLite store (each through the whole server, in-process), checking after every
+//! step the promises of spec section 3:
+//! - the stored history holds no unanswered call except in the trailing group, and no
+//!   result without its call; it never starts with a tool result;
+//! - the repaired history holds no unanswered call at all;
+//! - a fork never changes when its parent changes;
+//! - to_dict -> from_dict is the identity;
+//! - revisions only grow, by one per change; a refused request changes nothing;
+//! - both stores answer alike, and hold alike.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use convo::rpc::LocalServer;
+use convo::store::{MemoryStore, SqliteSettings, SqliteStore};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone)]
+enum Op {
+    Create,
+    AddUser(u8),
+    AddAssistant(u8, u8),
+    /// kind 0: answer an open call; 1: an unknown id; 2: the last result's id again.
+    ToolResult(u8, u8, u8),
+    /// Roles: 0 user, 1 assistant with a call, 2 tool result for the last call, 3 system.
+    AddMessages(u8, Vec<u8>),
+    Trim(u8, u8),
+    Fork(u8, Option<u8>),
+    Clear(u8),
+    Delete(u8),
+    RoundTrip(u8),
+    Stale(u8),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        1 => Just(Op::Create),
+        4 => any::<u8>().prop_map(Op::AddUser),
+        3 => (any::<u8>(), 0..4u8).prop_map(|(s, n)| Op::AddAssistant(s, n)),
+        5 => (any::<u8>(), any::<u8>(), 0..3u8).prop_map(|(s, p, k)| Op::ToolResult(s, p, k)),
+        2 => (any::<u8>(), prop::collection::vec(0..4u8, 0..6)).prop_map(|(s, r)| Op::AddMessages(s, r)),
+        2 => (any::<u8>(), 0..4u8).prop_map(|(s, n)| Op::Trim(s, n)),
+        2 => (any::<u8>(), prop::option::of(any::<u8>())).prop_map(|(s, a)| Op::Fork(s, a)),
+        1 => any::<u8>().prop_map(Op::Clear),
+        1 => any::<u8>().prop_map(Op::Delete),
+        1 => any::<u8>().prop_map(Op::RoundTrip),
+        1 => any::<u8>().prop_map(Op::Stale),
+    ]
+}
+
+/// One store under test, with what the test knows of it.
+struct Subject {
+    server: LocalServer,
+    _dir: Option<tempfile::TempDir>,
+    /// Forks not written to since they were made, and their to_dict then.
+    untouched_forks: HashMap<String, Value>,
+    revisions: HashMap<String, u64>,
+}
+
+impl Subject {
+    fn memory() -> Subject {
+        Subject::new(Arc::new(MemoryStore::default()), None)
+    }
+
+    fn sqlite() -> Subject {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = SqliteSettings { full_durability: false, busy_timeout: std::time::Duration::from_secs(5) };
+        let store = SqliteStore::open(&dir.path().join("p.db"), settings).unwrap();
+        Subject::new(Arc::new(store), Some(dir))
+    }
+
+    fn new(store: Arc<dyn convo::store::Store>, dir: Option<tempfile::TempDir>) -> Subject {
+        let server = LocalServer::new(store, 1 << 24).unwrap();
+        Subject { server, _dir: dir, untouched_forks: HashMap::new(), revisions: HashMap::new() }
+    }
+
+    fn call(&mut self, method: &str, params: Value) -> Result<Value, i64> {
+        self.server.call(method, params).map_err(|e| e["code"].as_i64().unwrap())
+    }
+
+    fn dict(&mut self, id: &str) -> Value {
+        self.call("session/to_dict", json!({"session_id": id})).unwrap()
+    }
+
+    fn revision(&mut self, id: &str) -> u64 {
+        self.call("session/get", json!({"session_id": id})).unwrap()["revision"].as_u64().unwrap()
+    }
+}
+
+/// What the two stores must agree on: contents without ids and time stamps.
+fn normalized(dict: &Value) -> Value {
+    let messages: Vec<Value> = dict["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| json!([m["role"], m["content"], m["tool_call_id"], m["tool_calls"], m["metadata"]]))
+        .collect();
+    json!({"system": dict["system"], "messages": messages})
+}
+
+/// The calls of the trailing group that have no result yet (from the repaired view).
+fn open_calls(s: &mut Subject, id: &str) -> Vec<String> {
+    let h = s.call("session/history", json!({"session_id": id})).unwrap();
+    h["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["id"].is_null())
+        .map(|m| m["tool_call_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Checks a history against the rules; `trailing_may_dangle` for the stored history.
+fn check_rules(messages: &[Value], trailing_may_dangle: bool) -> Result<(), String> {
+    if messages.first().is_some_and(|m| m["role"] == "tool") {
+        return Err("starts with a tool result".into());
+    }
+    let mut open: Option<(HashSet<String>, HashSet<String>)> = None; // (calls, answered)
+    for (i, m) in messages.iter().enumerate() {
+        if m["role"] == "tool" {
+            let id = m["tool_call_id"].as_str().unwrap().to_owned();
+            let Some((calls, answered)) = open.as_mut() else { return Err(format!("orphan result at {i}")) };
+            if !calls.contains(&id) || !answered.insert(id) {
+                return Err(format!("result {i} answers no open call"));
+            }
+            continue;
+        }
+        if let Some((calls, answered)) = &open
+            && calls.len() != answered.len()
+        {
+            return Err(format!("unanswered call before message {i}"));
+        }
+        open = m["tool_calls"]
+            .as_array()
+            .filter(|c| !c.is_empty())
+            .map(|calls| (calls.iter().map(|c| c["id"].as_str().unwrap().to_owned()).collect(), HashSet::new()));
+    }
+    match open {
+        Some((calls, answered)) if calls.len() != answered.len() && !trailing_may_dangle => {
+            Err("the trailing group dangles".into())
+        }
+        _ => Ok(()),
+    }
+}
+
+struct Run {
+    subjects: [Subject; 2],
+    sessions: Vec<String>,
+    next: u32,
+}
+
+impl Run {
+    fn pick(&mut self, s: u8) -> String {
+        if self.sessions.is_empty() {
+            self.apply(&Op::Create);
+        }
+        self.sessions[s as usize % self.sessions.len()].clone()
+    }
+
+    /// The same request on both stores: both succeed or both fail with the same code.
+    fn both(&mut self, method: &str, params: Value) -> Result<[Value; 2], i64> {
+        let a = self.subjects[0].call(method, params.clone());
+        let b = self.subjects[1].call(method, params.clone());
+        match (a, b) {
+            (Ok(a), Ok(b)) => Ok([a, b]),
+            (Err(a), Err(b)) => {
+                assert_eq!(a, b, "{method} {params}: the stores refuse differently");
+                Err(a)
+            }
+            (a, b) => panic!("{method} {params}: memory {a:?}, sqlite {b:?}"),
+        }
+    }
+
+    fn apply(&mut self, op: &Op) {
+        let (method, params, target) = match op.clone() {
+            Op::Create => {
+                self.next += 1;
+                let id = format!("s{}", self.next);
+                self.both("session/create", json!({"session_id": id, "system": "sys"})).unwrap();
+                self.sessions.push(id);
+                return;
+            }
+            Op::AddUser(s) => {
+                let id = self.pick(s);
+                ("session/add_user", json!({"session_id": id, "text": format!("u{}", self.next)}), id)
+            }
+            Op::AddAssistant(s, n) => {
+                let id = self.pick(s);
+                self.next += 1;
+                let calls: Vec<Value> =
+                    (0..n).map(|k| json!({"id": format!("c{}-{k}", self.next), "name": "f"})).collect();
+                ("session/add_assistant", json!({"session_id": id, "text": "a", "tool_calls": calls}), id)
+            }
+            Op::ToolResult(s, p, kind) => {
+                let id = self.pick(s);
+                let open = open_calls(&mut self.subjects[0], &id);
+                let call = match kind {
+                    0 if !open.is_empty() => open[p as usize % open.len()].clone(),
+                    2 => {
+                        let dict = self.subjects[0].dict(&id);
+                        let last =
+                            dict["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "tool").cloned();
+                        last.map_or("none".into(), |m| m["tool_call_id"].as_str().unwrap().to_owned())
+                    }
+                    _ => "unknown".into(),
+                };
+                ("session/add_tool_result", json!({"session_id": id, "tool_call_id": call, "content": "r"}), id)
+            }
+            Op::AddMessages(s, roles) => {
+                let id = self.pick(s);
+                self.next += 1;
+                let mut last_call = "none".to_owned();
+                let messages: Vec<Value> = roles
+                    .iter()
+                    .enumerate()
+                    .map(|(k, r)| match r {
+                        0 => json!({"role": "user", "content": format!("m{k}")}),
+                        1 => {
+                            last_call = format!("b{}-{k}", self.next);
+                            json!({"role": "assistant", "tool_calls": [{"id": last_call}]})
+                        }
+                        2 => json!({"role": "tool", "tool_call_id": last_call, "content": "t"}),
+                        _ => json!({"role": "system", "content": "note"}),
+                    })
+                    .collect();
+                ("session/add_messages", json!({"session_id": id, "messages": messages}), id)
+            }
+            Op::Trim(s, n) => {
+                let id = self.pick(s);
+                ("session/trim", json!({"session_id": id, "max_turns": n}), id)
+            }
+            Op::Fork(s, at) => {
+                let id = self.pick(s);
+                self.next += 1;
+                let child = format!("s{}", self.next);
+                let dict = self.subjects[0].dict(&id);
+                let msgs = dict["messages"].as_array().unwrap();
+                let mut params = json!({"session_id": id, "new_session_id": child});
+                if let (Some(at), false) = (at, msgs.is_empty()) {
+                    // Message ids differ between the stores: fork each at its own.
+                    let index = at as usize % msgs.len();
+                    let results: Vec<_> = (0..2)
+                        .map(|k| {
+                            let d = self.subjects[k].dict(&id);
+                            let mut p = params.clone();
+                            p["at_message_id"] = d["messages"][index]["id"].clone();
+                            self.subjects[k].call("session/fork", p)
+                        })
+                        .collect();
+                    assert!(results.iter().all(Result::is_ok), "{results:?}");
+                } else {
+                    self.both("session/fork", params.take()).unwrap();
+                }
+                for k in 0..2 {
+                    let snapshot = self.subjects[k].dict(&child);
+                    self.subjects[k].untouched_forks.insert(child.clone(), snapshot);
+                }
+                self.sessions.push(child);
+                return;
+            }
+            Op::Clear(s) => {
+                let id = self.pick(s);
+                ("session/clear", json!({"session_id": id}), id)
+            }
+            Op::Delete(s) => {
+                let id = self.pick(s);
+                self.both("session/delete", json!({"session_id": id})).unwrap();
+                self.sessions.retain(|x| *x != id);
+                for subject in &mut self.subjects {
+                    subject.untouched_forks.remove(&id);
+                    subject.revisions.remove(&id);
+                }
+                return;
+            }
+            Op::RoundTrip(s) => {
+                let id = self.pick(s);
+                for subject in &mut self.subjects {
+                    let dict = subject.dict(&id);
+                    let mut copy = dict.clone();
+                    copy["session_id"] = json!(format!("{id}-copy"));
+                    subject.call("session/from_dict", json!({"data": copy, "replace": true})).unwrap();
+                    let back = subject.dict(&format!("{id}-copy"));
+                    assert_eq!(back, copy, "to_dict -> from_dict is the identity");
+                    subject.call("session/delete", json!({"session_id": format!("{id}-copy")})).unwrap();
+                }
+                return;
+            }
+            Op::Stale(s) => {
+                let id = self.pick(s);
+                let rev = self.subjects[0].revision(&id);
+                let stale = json!({"session_id": id, "text": "stale", "expected_revision": rev + 1});
+                ("session/add_user", stale, id)
+            }
+        };
+        let before: Vec<(Value, u64)> =
+            (0..2).map(|k| (self.subjects[k].dict(&target), self.subjects[k].revision(&target))).collect();
+        let outcome = self.both(method, params.clone());
+        for (k, subject) in self.subjects.iter_mut().enumerate() {
+            let (after, revision) = (subject.dict(&target), subject.revision(&target));
+            match &outcome {
+                Err(code) => {
+                    assert_eq!(
+                        (&after, revision),
+                        (&before[k].0, before[k].1),
+                        "refused {method} ({code}) changed something"
+                    );
+                }
+                Ok(_) => {
+                    assert!(revision >= before[k].1, "revision went down");
+                    if after != before[k].0 {
+                        assert_eq!(revision, before[k].1 + 1, "one change, one revision");
+                    }
+                }
+            }
+            subject.untouched_forks.remove(&target);
+        }
+    }
+
+    fn check(&mut self) {
+        let sessions = self.sessions.clone();
+        for id in &sessions {
+            let dicts: Vec<Value> = (0..2).map(|k| self.subjects[k].dict(id)).collect();
+            assert_eq!(normalized(&dicts[0]), normalized(&dicts[1]), "{id}: the stores hold different histories");
+            for (k, subject) in self.subjects.iter_mut().enumerate() {
+                let stored = dicts[k]["messages"].as_array().unwrap();
+                check_rules(stored, true).unwrap_or_else(|e| panic!("{id} stored: {e}"));
+                let view = subject.call("session/history", json!({"session_id": id})).unwrap();
+                check_rules(view["messages"].as_array().unwrap(), false)
+                    .unwrap_or_else(|e| panic!("{id} repaired: {e}"));
+                if let Some(snapshot) = subject.untouched_forks.get(id) {
+                    assert_eq!(&dicts[k], snapshot, "{id}: a fork changed when only its relatives did");
+                }
+                let revision = subject.revision(id);
+                let last = subject.revisions.insert(id.clone(), revision).unwrap_or(0);
+                assert!(revision >= last, "{id}: revision went down");
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, max_shrink_iters: 500, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_rules_hold_on_every_store(ops in prop::collection::vec(op(), 1..40)) {
+        let mut run = Run { subjects: [Subject::memory(), Subject::sqlite()], sessions: Vec::new(), next: 0 };
+        for op in &ops {
+            run.apply(op);
+            run.check();
+        }
+    }
+}
+
+/// The domain alone: any sequence of messages, imported with `repair`, obeys the rules,
+/// its repaired view closes the trailing group, and without `repair` it is either
+/// refused or imported unchanged.
+fn message(kind: u8, call: u8) -> convo::session::Message {
+    let (role, extra) = match kind {
+        0 => ("user", json!({})),
+        1 => ("assistant", json!({"tool_calls": [{"id": format!("c{call}")}, {"id": format!("d{call}")}]})),
+        2 => ("tool", json!({"tool_call_id": format!("c{call}")})),
+        3 => ("tool", json!({"tool_call_id": format!("d{call}")})),
+        _ => ("system", json!({})),
+    };
+    let mut value = json!({"role": role, "content": "x"});
+    value.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    serde_json::from_value::<convo::session::MessageInput>(value)
+        .unwrap()
+        .into_message(convo::session::Identity::Fresh)
+        .unwrap()
+}
+
+proptest! {
+    #[test]
+    fn imports_obey_the_rules(kinds in prop::collection::vec((0..5u8, 0..3u8), 0..30)) {
+        let messages: Vec<_> = kinds.iter().map(|&(k, c)| message(k, c)).collect();
+        let (stored, repaired) = convo::session::plan_import(messages.clone(), true).unwrap();
+        let json: Vec<Value> = stored.iter().map(|m| serde_json::to_value(m).unwrap()).collect();
+        prop_assert!(check_rules(&json, true).is_ok(), "{:?}", check_rules(&json, true));
+        let tail = convo::session::Tail::from_newest_first(stored.iter().rev());
+        let mut view = json.clone();
+        view.extend(tail.repair_view().iter().map(|m| serde_json::to_value(m).unwrap()));
+        prop_assert!(check_rules(&view, false).is_ok());
+        match convo::session::plan_import(messages, false) {
+            Ok((strict, r)) => {
+                prop_assert_eq!(r.dropped, 0);
+                prop_assert_eq!(strict.len(), stored.len());
+                prop_assert_eq!(repaired.dropped, 0);
+            }
+            Err(_) => prop_assert!(repaired.dropped > 0),
+        }
+    }
+}
