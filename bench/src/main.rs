@@ -6,7 +6,8 @@
 //! convo-bench [--quick] [--million] [--round-trips-only] [--label NAME] [--json FILE] -- COMMAND [ARGS...]
 //! ```
 //!
-//! `--round-trips-only` is for the echo floor, which keeps no state.
+//! `--round-trips-only` is for the echo floor, which keeps no state; `--million` and
+//! `--provider` (export and token counts) use methods only convo has.
 //!
 //! It prints one line per figure and, with `--json`, appends one JSON object per run.
 
@@ -37,7 +38,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(split) = args.iter().position(|a| a == "--") else {
         eprintln!(
-            "usage: convo-bench [--quick] [--million] [--round-trips-only] [--label NAME] [--json FILE] -- COMMAND [ARGS...]"
+            "usage: convo-bench [--quick] [--million] [--provider] [--round-trips-only] [--label NAME] [--json FILE] -- COMMAND [ARGS...]"
         );
         std::process::exit(2);
     };
@@ -57,6 +58,9 @@ fn main() {
     }
     if flag("--million") {
         measure_million(&mut c, sizes, &mut report);
+    }
+    if flag("--provider") {
+        measure_provider(&mut c, sizes, &mut report);
     }
     report.add("peak_rss_mib", c.peak_rss_kib() as f64 / 1024.0, "MiB");
     c.close();
@@ -195,5 +199,38 @@ fn measure_million(c: &mut Client, sizes: &Sizes, report: &mut Report) {
             })
             .collect();
         report.add(&format!("million_page_100_at_{name}_ms"), ms(median(times)), "ms");
+    }
+}
+
+/// A session of 10,000 messages (turns of a question, a tool call, its result and an
+/// answer): export to each provider, and token counts (the first loads the tokenizer).
+fn measure_provider(c: &mut Client, sizes: &Sizes, report: &mut Report) {
+    create(c, "provider");
+    let turn = |t: usize| {
+        json!([
+            {"role": "user", "content": format!("Question {t}: what does the function on line {t} do?")},
+            {"role": "assistant", "content": "Let me look.", "tool_calls": [{"id": format!("c{t}"), "name": "read", "arguments": {"line": t}}]},
+            {"role": "tool", "tool_call_id": format!("c{t}"), "content": "fn main() { println!(\"hello\"); }"},
+            {"role": "assistant", "content": "It prints a greeting to standard output, then returns."},
+        ])
+    };
+    let turns = sizes.history / 4;
+    c.pipeline(turns / 25, 8, |b| {
+        let messages: Vec<Value> = (b * 25..(b + 1) * 25).flat_map(|t| turn(t).as_array().unwrap().clone()).collect();
+        ("session/add_messages".into(), json!({"session_id": "provider", "messages": messages}).to_string())
+    });
+    let timed = |c: &mut Client, method: &str, params: &str| {
+        let started = std::time::Instant::now();
+        c.call(method, params);
+        started.elapsed()
+    };
+    let count = json!({"session_id": "provider"}).to_string();
+    report.add("count_tokens_10k_first_ms", ms(timed(c, "session/count_tokens", &count)), "ms");
+    let times = (0..5).map(|_| timed(c, "session/count_tokens", &count)).collect();
+    report.add("count_tokens_10k_ms", ms(median(times)), "ms");
+    for format in ["openai_chat", "anthropic_messages", "gemini_contents"] {
+        let params = json!({"session_id": "provider", "format": format}).to_string();
+        let times = (0..5).map(|_| timed(c, "session/export", &params)).collect();
+        report.add(&format!("export_10k_{format}_ms"), ms(median(times)), "ms");
     }
 }

@@ -1,9 +1,11 @@
 //! The domain: messages, sessions and the conversation rules. Pure and synchronous; it
 //! knows nothing of JSON-RPC or of how sessions are stored.
 
+pub mod export;
 mod info;
 mod message;
 mod rules;
+pub mod tokens;
 
 pub use info::{
     Fields, ForkPoint, Import, ListKey, Patch, SessionId, SessionInfo, check_revision, check_session_id, new_session_id,

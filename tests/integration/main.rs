@@ -5,6 +5,7 @@ mod harness;
 
 mod dict;
 mod durable;
+mod export;
 mod lifecycle;
 mod messages;
 mod properties;

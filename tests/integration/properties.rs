@@ -7,7 +7,8 @@
 //! - a fork never changes when its parent changes;
 //! - to_dict -> from_dict is the identity;
 //! - revisions only grow, by one per change; a refused request changes nothing;
-//! - both stores answer alike, and hold alike.
+//! - both stores answer alike, and hold alike;
+//! - every export, in every format, passes convo's own validator.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -331,6 +332,20 @@ impl Run {
                     .unwrap_or_else(|e| panic!("{id} repaired: {e}"));
                 if let Some(snapshot) = subject.untouched_forks.get(id) {
                     assert_eq!(&dicts[k], snapshot, "{id}: a fork changed when only its relatives did");
+                }
+                for format in ["openai_chat", "anthropic_messages", "gemini_contents"] {
+                    let exported = subject.call("session/export", json!({"session_id": id, "format": format})).unwrap();
+                    let export = convo::session::export::Export {
+                        payload: exported["payload"].clone(),
+                        warnings: Vec::new(),
+                        sources: Vec::new(),
+                    };
+                    let violations =
+                        convo::session::export::validate(serde_json::from_value(json!(format)).unwrap(), &export);
+                    assert!(
+                        violations.is_empty(),
+                        "{id} {format}: convo's export breaks convo's validator: {violations:?}"
+                    );
                 }
                 let revision = subject.revision(id);
                 let last = subject.revisions.insert(id.clone(), revision).unwrap_or(0);

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::rpc::methods::{Ctx, MAX_MESSAGES, check_count};
+use crate::rpc::methods::{Ctx, MAX_MESSAGES, check_count, provider};
 use crate::session::{Identity, Message, MessageInput, Role, SessionId};
 use crate::store::Appended;
 
@@ -197,19 +197,21 @@ pub struct TrimParams {
 }
 
 #[derive(Serialize, Clone)]
-pub struct Trimmed {
-    removed: u64,
-    revision: u64,
+#[serde(untagged)]
+pub enum Trimmed {
+    Turns { removed: u64, revision: u64 },
+    Tokens(provider::TrimmedToFit),
 }
 
 pub async fn trim(ctx: Arc<Ctx>, p: TrimParams) -> Result<Trimmed> {
-    let max_turns = match (p.max_turns, p.max_tokens) {
-        (Some(n), None) => n,
-        (None, Some(_)) => {
-            return Err(Error::invalid("max_tokens is not supported by this server yet; use max_turns"));
+    match (p.max_turns, p.max_tokens) {
+        (Some(n), None) => {
+            let done = ctx.store.trim_turns(p.session_id.as_str(), n, p.expected_revision).await?;
+            Ok(Trimmed::Turns { removed: done.removed, revision: done.revision })
         }
-        _ => return Err(Error::invalid("give exactly one of max_turns and max_tokens")),
-    };
-    let done = ctx.store.trim_turns(p.session_id.as_str(), max_turns, p.expected_revision).await?;
-    Ok(Trimmed { removed: done.removed, revision: done.revision })
+        (None, Some(t)) => {
+            Ok(Trimmed::Tokens(provider::trim_to_fit(&ctx, &p.session_id, t, p.expected_revision).await?))
+        }
+        _ => Err(Error::invalid("give exactly one of max_turns and max_tokens")),
+    }
 }

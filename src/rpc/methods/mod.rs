@@ -5,6 +5,7 @@
 mod dict;
 mod lifecycle;
 mod messages;
+mod provider;
 mod sessions;
 
 use std::future::Future;
@@ -60,6 +61,9 @@ pub fn module(ctx: Ctx) -> Methods {
     register(&mut m, "session/trim", messages::trim);
     register(&mut m, "session/to_dict", dict::to_dict);
     register(&mut m, "session/from_dict", dict::from_dict);
+    register(&mut m, "session/export", provider::export);
+    register(&mut m, "session/validate", provider::validate);
+    register(&mut m, "session/count_tokens", provider::count_tokens);
     let mut names: Vec<&'static str> = m.method_names().collect();
     names.sort_unstable();
     let _ = ctx.method_names.set(names);

@@ -1,0 +1,369 @@
+//! Provider-ready histories. `export` turns a session into the request body parts one
+//! provider accepts (OpenAI Chat Completions, Anthropic Messages, Gemini contents),
+//! reporting as a warning whatever it had to change or leave out; `validate` lists what
+//! a provider would reject in a payload, with the provider's own error text. Pure.
+
+mod anthropic;
+mod gemini;
+mod openai;
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::session::message::{Message, Role, call_id};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    OpenaiChat,
+    AnthropicMessages,
+    GeminiContents,
+}
+
+/// Something export changed or could not express, at a message of the history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Warning {
+    pub index: Option<usize>,
+    pub message: String,
+}
+
+/// A rule of the provider that a payload breaks, at a message of the history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    pub index: usize,
+    pub rule: &'static str,
+    pub provider_error: String,
+}
+
+/// A provider payload, and which history message each of its messages came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Export {
+    pub payload: Value,
+    pub warnings: Vec<Warning>,
+    /// For each provider message (OpenAI `messages`, Anthropic `messages`, Gemini
+    /// `contents`), the index of the history message it starts with.
+    pub sources: Vec<usize>,
+}
+
+/// How export treats what the provider would reject: `fix` merges, fills in and leaves
+/// out (each a warning); without it every message is sent as it is, one to one.
+pub fn export(format: Format, system: Option<&str>, messages: &[Message], fix: bool) -> Export {
+    match format {
+        Format::OpenaiChat => openai::export(system, messages, fix),
+        Format::AnthropicMessages => anthropic::export(system, messages, fix),
+        Format::GeminiContents => gemini::export(system, messages, fix),
+    }
+}
+
+/// What the provider would reject in `export`'s payload.
+pub fn validate(format: Format, export: &Export) -> Vec<Violation> {
+    let found = match format {
+        Format::OpenaiChat => openai::validate(&export.payload),
+        Format::AnthropicMessages => anthropic::validate(&export.payload),
+        Format::GeminiContents => gemini::validate(&export.payload),
+    };
+    found
+        .into_iter()
+        .map(|(at, rule, provider_error)| Violation {
+            index: export.sources.get(at).copied().unwrap_or(at),
+            rule,
+            provider_error,
+        })
+        .collect()
+}
+
+/// How a format that takes turns (Anthropic, Gemini) names and builds them.
+pub(crate) struct TurnFormat {
+    /// The assistant's role name (`assistant`, `model`).
+    pub assistant: &'static str,
+    /// The member holding a turn's items (`content`, `parts`).
+    pub items: &'static str,
+    /// Where history system messages go, for the warning.
+    pub system_field: &'static str,
+    /// The item a placeholder user turn holds.
+    pub placeholder: fn() -> Value,
+    /// Whether an item is a tool result.
+    pub is_result: fn(&Value) -> bool,
+}
+
+/// The text of the user turn put before a history that starts with the assistant.
+pub(crate) const PLACEHOLDER: &str = "(The conversation so far continues below.)";
+
+/// Turns from messages: tool results ride in user turns; with `fix`, history system
+/// messages join the system prompt, empty messages are left out, a placeholder user
+/// turn goes before a leading assistant turn, and consecutive turns of one role merge
+/// (results first, as they come). Without `fix`, one turn per message, as it is.
+/// Returns the turns, their sources, and the system prompt.
+pub(crate) fn turns(
+    f: &TurnFormat,
+    system: Option<&str>,
+    messages: &[Message],
+    fix: bool,
+    warnings: &mut Vec<Warning>,
+    mut items: impl FnMut(usize, &Message, &mut Vec<Warning>) -> Vec<Value>,
+) -> (Vec<Value>, Vec<usize>, Option<String>) {
+    let mut system = system.map(str::to_owned);
+    let (mut out, mut sources): (Vec<Value>, Vec<usize>) = (Vec::new(), Vec::new());
+    let warn = |warnings: &mut Vec<Warning>, i, message: String| warnings.push(Warning { index: Some(i), message });
+    for (i, m) in messages.iter().enumerate() {
+        let role = match m.role {
+            Role::System if fix => {
+                let joined = [system.take().unwrap_or_default(), text(&m.content)].join("\n\n");
+                system = Some(joined.trim_start().to_owned());
+                warn(warnings, i, format!("a system message was moved into `{}`", f.system_field));
+                continue;
+            }
+            Role::System => "system",
+            Role::User | Role::Tool => "user",
+            Role::Assistant => f.assistant,
+        };
+        let new = items(i, m, warnings);
+        if !fix {
+            out.push(json!({"role": role, f.items: new}));
+            sources.push(i);
+            continue;
+        }
+        if new.is_empty() {
+            warn(warnings, i, "an empty message was left out".into());
+            continue;
+        }
+        if out.is_empty() && role == f.assistant {
+            out.push(json!({"role": "user", f.items: [(f.placeholder)()]}));
+            sources.push(i);
+            warn(warnings, i, format!("a placeholder user turn was put before the leading {role} turn"));
+        }
+        match out.last_mut() {
+            Some(last) if last["role"] == role => {
+                let results = last[f.items].as_array().is_some_and(|items| items.iter().all(f.is_result));
+                if m.role != Role::Tool && !results {
+                    warn(warnings, i, format!("consecutive {role} turns were merged"));
+                }
+                last[f.items].as_array_mut().expect("items").extend(new);
+            }
+            _ => {
+                out.push(json!({"role": role, f.items: new}));
+                sources.push(i);
+            }
+        }
+    }
+    (out, sources, system.filter(|s| !s.is_empty()))
+}
+
+/// A tool call in the shape every provider is built from.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Call {
+    pub id: String,
+    pub name: String,
+    /// The arguments as an object when they are one (or a JSON string of one).
+    pub args: Value,
+}
+
+/// Arguments as the object Anthropic's `input` and Gemini's `args` must be; anything
+/// else is wrapped as `{"arguments": …}`, with a warning.
+pub(crate) fn object_args(index: usize, args: Value, warnings: &mut Vec<Warning>) -> Value {
+    if args.is_object() {
+        return args;
+    }
+    let message = "tool call arguments that are not an object were wrapped as {\"arguments\": …}".into();
+    warnings.push(Warning { index: Some(index), message });
+    json!({"arguments": args})
+}
+
+/// Reads any of the three accepted ToolCall shapes.
+pub(crate) fn calls(message: &Message) -> Vec<Call> {
+    message
+        .tool_calls
+        .iter()
+        .flatten()
+        .map(|c| {
+            let function = c.get("function");
+            let name = function.and_then(|f| f.get("name")).or_else(|| c.get("name"));
+            let args =
+                function.and_then(|f| f.get("arguments")).or_else(|| c.get("arguments")).or_else(|| c.get("input"));
+            let args = match args {
+                Some(Value::String(s)) => serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone())),
+                Some(v) => v.clone(),
+                None => json!({}),
+            };
+            Call {
+                id: call_id(c).unwrap_or_default().to_owned(),
+                name: name.and_then(Value::as_str).unwrap_or_default().to_owned(),
+                args,
+            }
+        })
+        .collect()
+}
+
+/// The text of a message's content: the string, or its text parts joined.
+pub(crate) fn text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// An image: its media type, read from its first bytes, and its base64 data.
+pub(crate) struct Image {
+    pub media_type: &'static str,
+    pub data: String,
+}
+
+pub(crate) fn media_type(base64: &str) -> Option<&'static str> {
+    let head: String = base64.chars().take(24).collect();
+    let head = base64::engine::general_purpose::STANDARD_NO_PAD.decode(head.trim_end_matches('=').get(..16)?).ok()?;
+    match head.as_slice() {
+        [0x89, b'P', b'N', b'G', ..] => Some("image/png"),
+        [0xFF, 0xD8, 0xFF, ..] => Some("image/jpeg"),
+        [b'G', b'I', b'F', b'8', ..] => Some("image/gif"),
+        [b'R', b'I', b'F', b'F', _, _, _, _, b'W', b'E', b'B', b'P', ..] => Some("image/webp"),
+        _ => None,
+    }
+}
+
+/// The message's images (attached, and image parts of its content), each with its media
+/// type; what cannot be read is left out with a warning.
+pub(crate) fn images(index: usize, message: &Message, warnings: &mut Vec<Warning>) -> Vec<Image> {
+    let mut out = Vec::new();
+    let parts = message.content.as_array().into_iter().flatten();
+    let from_parts = parts.filter_map(|p| match p.get("type").and_then(Value::as_str) {
+        Some("image_url") => p
+            .pointer("/image_url/url")
+            .and_then(Value::as_str)
+            .and_then(|u| u.split_once(";base64,"))
+            .map(|(_, d)| d.to_owned()),
+        Some("image") => p.pointer("/source/data").and_then(Value::as_str).map(str::to_owned),
+        _ => None,
+    });
+    for data in message.images.iter().flatten().cloned().chain(from_parts) {
+        match media_type(&data) {
+            Some(media_type) => out.push(Image { media_type, data }),
+            None => {
+                warnings.push(Warning { index: Some(index), message: "an image of unknown type was left out".into() })
+            }
+        }
+    }
+    out
+}
+
+/// Content parts with no counterpart in the format (beyond text, images and the
+/// format's own `kept` types): reported, never silently dropped.
+pub(crate) fn unexpressed_parts(index: usize, message: &Message, kept: &[&str], warnings: &mut Vec<Warning>) {
+    for part in message.content.as_array().into_iter().flatten() {
+        let kind = part.get("type").and_then(Value::as_str).unwrap_or_default();
+        if !matches!(kind, "text" | "image_url" | "image") && !kept.contains(&kind) {
+            warnings.push(Warning {
+                index: Some(index),
+                message: format!("a content part of type {kind:?} has no counterpart and was left out"),
+            });
+        }
+    }
+}
+
+/// The name each call id was made with, for formats whose results carry the name.
+pub(crate) fn call_names(messages: &[Message]) -> Map<String, Value> {
+    messages.iter().flat_map(calls).map(|c| (c.id, Value::String(c.name))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(format: Format, payload: Value) -> Vec<&'static str> {
+        let export = Export { payload, warnings: Vec::new(), sources: Vec::new() };
+        validate(format, &export).into_iter().map(|v| v.rule).collect()
+    }
+
+    /// Each rule, broken on purpose, is caught.
+    #[test]
+    fn the_validators_catch_each_rule() {
+        use Format::*;
+        let call = |id: &str| json!({"id": id, "type": "function", "function": {"name": "f", "arguments": "{}"}});
+        assert_eq!(
+            rules(OpenaiChat, json!({"messages": [{"role": "tool", "tool_call_id": "x", "content": "r"}]})),
+            ["tool_without_call"]
+        );
+        assert_eq!(
+            rules(
+                OpenaiChat,
+                json!({"messages": [{"role": "assistant", "tool_calls": [call("a")]}, {"role": "user", "content": "u"}]})
+            ),
+            ["call_without_result"]
+        );
+        assert_eq!(
+            rules(OpenaiChat, json!({"messages": [{"role": "assistant", "tool_calls": [call("a")]}]})),
+            ["call_without_result"]
+        );
+        let text = |t: &str| json!([{"type": "text", "text": t}]);
+        let ant = |m: Value| rules(AnthropicMessages, json!({"messages": m}));
+        assert_eq!(ant(json!([{"role": "assistant", "content": text("a")}])), ["first_not_user"]);
+        assert_eq!(
+            ant(json!([{"role": "user", "content": text("a")}, {"role": "system", "content": text("s")}])),
+            ["system_in_messages"]
+        );
+        assert_eq!(
+            ant(json!([{"role": "user", "content": text("a")}, {"role": "user", "content": text("b")}])),
+            ["roles_not_alternating"]
+        );
+        assert_eq!(
+            ant(json!([{"role": "user", "content": []}, {"role": "assistant", "content": text("b")}])),
+            ["empty_content"]
+        );
+        assert_eq!(
+            ant(json!([{"role": "user", "content": text("a")}, {"role": "assistant", "content": []}])),
+            Vec::<&str>::new(),
+            "the final assistant message may be empty"
+        );
+        let uses = json!([{"type": "tool_use", "id": "t", "name": "f", "input": {}}]);
+        assert_eq!(
+            ant(
+                json!([{"role": "user", "content": text("a")}, {"role": "assistant", "content": uses}, {"role": "user", "content": text("b")}])
+            ),
+            ["tool_use_without_result"]
+        );
+        let result = json!({"type": "tool_result", "tool_use_id": "t", "content": "r"});
+        assert_eq!(ant(json!([{"role": "user", "content": [result]}])), ["tool_result_without_use"]);
+        assert_eq!(
+            ant(
+                json!([{"role": "user", "content": text("a")}, {"role": "assistant", "content": uses}, {"role": "user", "content": [{"type": "text", "text": "b"}, result]}])
+            ),
+            ["results_not_first"]
+        );
+        let gem = |c: Value| rules(GeminiContents, json!({"contents": c}));
+        assert_eq!(gem(json!([{"role": "system", "parts": [{"text": "s"}]}])), ["invalid_role"]);
+        assert_eq!(gem(json!([{"role": "user", "parts": []}])), ["empty_parts"]);
+        assert_eq!(
+            gem(json!([{"role": "user", "parts": [{"text": "a"}]}, {"role": "user", "parts": [{"text": "b"}]}])),
+            ["roles_not_alternating"]
+        );
+        let fcall = json!({"functionCall": {"name": "f", "args": {}}});
+        let fresp = json!({"functionResponse": {"name": "f", "response": {}}});
+        assert_eq!(
+            gem(json!([{"role": "model", "parts": [fcall]}, {"role": "user", "parts": [fresp]}])),
+            ["call_not_after_user"]
+        );
+        assert_eq!(
+            gem(
+                json!([{"role": "user", "parts": [{"text": "a"}]}, {"role": "model", "parts": [fcall, fcall]}, {"role": "user", "parts": [fresp]}])
+            ),
+            ["responses_not_matching_calls"]
+        );
+        assert_eq!(gem(json!([{"role": "user", "parts": [fresp]}])), ["response_without_call"]);
+    }
+
+    #[test]
+    fn media_types_from_bytes() {
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        assert_eq!(media_type(&b64(b"\x89PNG\r\n\x1a\n0000000000")), Some("image/png"));
+        assert_eq!(media_type(&b64(b"\xff\xd8\xff\xe0000000000000")), Some("image/jpeg"));
+        assert_eq!(media_type(&b64(b"GIF89a0000000000000")), Some("image/gif"));
+        assert_eq!(media_type(&b64(b"RIFF0000WEBPVP8 0000")), Some("image/webp"));
+        assert_eq!(media_type(&b64(b"hello there, world")), None);
+    }
+}

@@ -1,0 +1,64 @@
+//! Token counts with OpenAI's o200k_base BPE (tiktoken's tables, via tiktoken-rs),
+//! loaded on first use so that start-up does not pay for it.
+
+use serde_json::Value;
+
+/// Tokens per message, and for priming the reply, as OpenAI counts chat requests.
+pub const PER_MESSAGE: usize = 3;
+pub const PER_REPLY: usize = 3;
+/// An image counts as OpenAI's base cost of one low-detail image.
+pub const PER_IMAGE: usize = 85;
+
+pub fn count_text(text: &str) -> usize {
+    tiktoken_rs::o200k_base_singleton().encode_ordinary(text).len()
+}
+
+/// The tokens of one provider message (or any JSON value): every string in it but image
+/// data, which counts as `PER_IMAGE`.
+pub fn count_value(value: &Value) -> usize {
+    match value {
+        Value::String(s) if s.starts_with("data:image/") => PER_IMAGE,
+        Value::String(s) => count_text(s),
+        Value::Array(items) => items.iter().map(count_value).sum(),
+        Value::Object(map) => map
+            .iter()
+            .map(|(key, v)| match (key.as_str(), v) {
+                ("data", Value::String(_)) => PER_IMAGE,
+                _ => count_value(v),
+            })
+            .sum(),
+        _ => 0,
+    }
+}
+
+/// The tokens of a provider payload: its system prompt, each message with the
+/// per-message overhead, and the reply's priming.
+pub fn count_payload(payload: &Value) -> usize {
+    let list = ["messages", "contents"].iter().find_map(|k| payload[*k].as_array());
+    let messages: usize = list.into_iter().flatten().map(|m| count_value(m) + PER_MESSAGE).sum();
+    let system = ["system", "system_instruction"].iter().map(|k| count_value(&payload[*k])).sum::<usize>();
+    messages + system + PER_REPLY
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reference token ids from tiktoken's own o200k_base test cases.
+    #[test]
+    fn matches_the_reference_tokenizer() {
+        let bpe = tiktoken_rs::o200k_base_singleton();
+        let cases: &[(&str, &[u32])] = &[
+            ("", &[]),
+            ("hello world", &[24912, 2375]),
+            (" 日本語とEnglish 12345!\n", &[17428, 40909, 5330, 28881, 220, 7633, 2548, 4175]),
+            ("\u{1c}a", &[216, 64]),
+            ("a\n\n", &[64, 279]),
+            ("<|endoftext|>", &[27, 91, 419, 1440, 919, 91, 29]),
+        ];
+        for (text, ids) in cases {
+            assert_eq!(bpe.encode_ordinary(text), *ids, "{text:?}");
+            assert_eq!(count_text(text), ids.len());
+        }
+    }
+}
