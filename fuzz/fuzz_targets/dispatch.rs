@@ -29,6 +29,9 @@ const METHODS: &[&str] = &[
     "session/clear",
     "session/to_dict",
     "session/from_dict",
+    "session/export",
+    "session/validate",
+    "session/count_tokens",
 ];
 
 thread_local! {
