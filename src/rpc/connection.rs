@@ -18,15 +18,15 @@ use crate::rpc::framing::Incoming;
 use crate::rpc::order::{self, Sequencer};
 use crate::rpc::peer::Peer;
 use crate::rpc::stdio::Input;
-use crate::rpc::writer::Outbox;
+use crate::rpc::writer::{Outbox, Reply};
 
 /// How many frames may be in flight before the connection stops reading (back-pressure).
 pub const MAX_IN_FLIGHT: u32 = 1024;
 /// The most requests one batch may hold.
 pub const MAX_BATCH: usize = 1024;
 
-/// A reply as JSON text; `None` for a notification.
-type Pending = BoxFuture<'static, Option<String>>;
+/// A reply; `None` for a notification.
+type Pending = BoxFuture<'static, Option<Reply>>;
 
 pub struct Connection {
     methods: Methods,
@@ -98,10 +98,10 @@ impl Connection {
     async fn frame(&mut self, bytes: &[u8]) {
         let pending: Pending = match classify(bytes) {
             Frame::ParseError(e) => {
-                ready(Some(error_reply(None, plain(PARSE_ERROR, format!("parse error: {e}"))))).boxed()
+                ready(Some(error_reply(None, plain(PARSE_ERROR, format!("parse error: {e}"))).into())).boxed()
             }
             Frame::EmptyBatch => {
-                ready(Some(error_reply(None, plain(INVALID_REQUEST, "invalid request: empty batch")))).boxed()
+                ready(Some(error_reply(None, plain(INVALID_REQUEST, "invalid request: empty batch")).into())).boxed()
             }
             Frame::Single(element) => match self.element(element) {
                 Some(pending) => pending,
@@ -109,7 +109,7 @@ impl Connection {
             },
             Frame::Batch(elements) if elements.len() > MAX_BATCH => {
                 let why = format!("a batch holds at most {MAX_BATCH} requests, this one {}", elements.len());
-                ready(Some(error_reply(None, ErrorObjectOwned::from(crate::Error::TooLarge(why))))).boxed()
+                ready(Some(error_reply(None, ErrorObjectOwned::from(crate::Error::TooLarge(why))).into())).boxed()
             }
             Frame::Batch(elements) => {
                 let calls: Vec<Pending> = elements.into_iter().filter_map(|e| self.element(e)).collect();
@@ -117,8 +117,9 @@ impl Connection {
                     return;
                 }
                 async move {
-                    let replies: Vec<String> = join_all(calls).await.into_iter().flatten().collect();
-                    (!replies.is_empty()).then(|| format!("[{}]", replies.join(",")))
+                    let replies: Vec<String> =
+                        join_all(calls).await.into_iter().flatten().map(Reply::into_string).collect();
+                    (!replies.is_empty()).then(|| format!("[{}]", replies.join(",")).into())
                 }
                 .boxed()
             }
@@ -140,7 +141,7 @@ impl Connection {
             Element::Invalid { id, why } => {
                 let reply =
                     error_reply(id.map(RawValue::get), plain(INVALID_REQUEST, format!("invalid request: {why}")));
-                Some(ready(Some(reply)).boxed())
+                Some(ready(Some(reply.into())).boxed())
             }
             Element::Response { id, ok } => {
                 if !self.peer.route(id, ok) {
@@ -158,7 +159,7 @@ impl Connection {
             return None;
         }
         let reject =
-            |error: ErrorObjectOwned| id.as_deref().map(|id| ready(Some(error_reply(Some(id), error))).boxed());
+            |error: ErrorObjectOwned| id.as_deref().map(|id| ready(Some(error_reply(Some(id), error).into())).boxed());
         if self.shutting_down {
             return reject(plain(INVALID_REQUEST, "invalid request: the server is shutting down"));
         }
@@ -181,7 +182,9 @@ impl Connection {
                 let id = id?;
                 Some(match outcome {
                     Ok(response) => with_id(&id, response),
-                    Err(_) => error_reply(Some(&id), plain(INTERNAL_ERROR, "internal error: the method panicked")),
+                    Err(_) => {
+                        error_reply(Some(&id), plain(INTERNAL_ERROR, "internal error: the method panicked")).into()
+                    }
                 })
             }
             .boxed(),
@@ -204,22 +207,13 @@ const NULL_ID_PREFIX: &str = r#"{"jsonrpc":"2.0","id":null,"#;
 
 /// The response with the request's id as the client wrote it (jsonrpsee's `Id` cannot
 /// hold every JSON-RPC id, such as negative or fractional numbers).
-fn with_id(id: &str, response: MethodResponse) -> String {
-    let json = response.into_json();
-    match json.get().strip_prefix(NULL_ID_PREFIX) {
-        Some(rest) => {
-            let mut out = String::with_capacity(json.get().len() + id.len());
-            out.push_str(r#"{"jsonrpc":"2.0","id":"#);
-            out.push_str(id);
-            out.push(',');
-            out.push_str(rest);
-            out
-        }
-        None => {
-            tracing::error!(response = json.get(), "unexpected response layout from the registry");
-            error_reply(Some(id), plain(INTERNAL_ERROR, "internal error: unexpected response layout"))
-        }
+fn with_id(id: &str, response: MethodResponse) -> Reply {
+    let json: Box<str> = response.into_json().into();
+    if !json.starts_with(NULL_ID_PREFIX) {
+        tracing::error!(response = &*json, "unexpected response layout from the registry");
+        return error_reply(Some(id), plain(INTERNAL_ERROR, "internal error: unexpected response layout")).into();
     }
+    Reply::spliced(format!(r#"{{"jsonrpc":"2.0","id":{id},"#), json, NULL_ID_PREFIX.len())
 }
 
 pub fn error_reply(id: Option<&str>, error: ErrorObjectOwned) -> String {
@@ -247,7 +241,7 @@ mod tests {
         let source = Source::Reader(Box::new(std::io::Cursor::new(frames)));
         let input = Input::new(source, Decoder::new(FramingCell::new(None), 1024)).unwrap();
         assert_eq!(connection.run(input).await, 0);
-        let mut replies = vec![out_rx.recv().await.unwrap(), out_rx.recv().await.unwrap()];
+        let mut replies = vec![out_rx.recv().await.unwrap().into_string(), out_rx.recv().await.unwrap().into_string()];
         replies.sort();
         assert_eq!(
             replies,
@@ -261,9 +255,12 @@ mod tests {
     #[test]
     fn replies_carry_the_id_as_written() {
         let ok = MethodResponse::response(Id::Null, ResponsePayload::success(5), usize::MAX);
-        assert_eq!(with_id("-1.5", ok), r#"{"jsonrpc":"2.0","id":-1.5,"result":5}"#);
+        assert_eq!(with_id("-1.5", ok).into_string(), r#"{"jsonrpc":"2.0","id":-1.5,"result":5}"#);
         let err = MethodResponse::error(Id::Null, plain(1001, "no"));
-        assert_eq!(with_id(r#""x""#, err), r#"{"jsonrpc":"2.0","id":"x","error":{"code":1001,"message":"no"}}"#);
+        assert_eq!(
+            with_id(r#""x""#, err).into_string(),
+            r#"{"jsonrpc":"2.0","id":"x","error":{"code":1001,"message":"no"}}"#
+        );
         assert_eq!(
             error_reply(None, plain(-32700, "bad")),
             r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad"}}"#

@@ -27,17 +27,15 @@ impl Framing {
         }
     }
 
-    /// Appends `body` to `out` as one frame.
-    pub fn encode(self, body: &[u8], out: &mut Vec<u8>) {
-        match self {
-            Framing::Lsp => {
-                out.extend_from_slice(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
-                out.extend_from_slice(body);
-            }
-            Framing::Ndjson => {
-                out.extend_from_slice(body);
-                out.push(b'\n');
-            }
+    /// Appends one frame to `out`, its body the concatenation of `parts`.
+    pub fn encode(self, parts: [&[u8]; 2], out: &mut Vec<u8>) {
+        if self == Framing::Lsp {
+            let length = parts.iter().map(|p| p.len()).sum::<usize>();
+            out.extend_from_slice(format!("Content-Length: {length}\r\n\r\n").as_bytes());
+        }
+        parts.iter().for_each(|p| out.extend_from_slice(p));
+        if self == Framing::Ndjson {
+            out.push(b'\n');
         }
     }
 }

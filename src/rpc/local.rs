@@ -11,13 +11,13 @@ use crate::rpc::connection::Connection;
 use crate::rpc::framing::{Framing, FramingCell, Incoming};
 use crate::rpc::methods;
 use crate::rpc::peer::Peer;
-use crate::rpc::writer::Outbox;
+use crate::rpc::writer::{Outbox, Reply};
 use crate::store::Store;
 
 pub struct LocalServer {
     runtime: tokio::runtime::Runtime,
     connection: Connection,
-    replies: mpsc::Receiver<String>,
+    replies: mpsc::Receiver<Reply>,
     next_id: u64,
 }
 
@@ -44,7 +44,7 @@ impl LocalServer {
             connection.incoming(Incoming::Frame(body.to_vec())).await;
             connection.settle().await;
         });
-        std::iter::from_fn(|| replies.try_recv().ok()).collect()
+        std::iter::from_fn(|| replies.try_recv().ok()).map(Reply::into_string).collect()
     }
 
     /// Calls `method`; its result, or its error object.

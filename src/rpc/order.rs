@@ -5,11 +5,36 @@
 //! that it sees their effects. Places are taken in the order requests were received.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use tokio::sync::watch;
+use tokio::sync::Notify;
+
+/// Opens once, when the request holding it finishes; any number may wait for that.
+#[derive(Debug, Default)]
+struct Gate {
+    open: AtomicBool,
+    opened: Notify,
+}
+
+impl Gate {
+    async fn wait(&self) {
+        loop {
+            let opened = self.opened.notified();
+            if self.open.load(Ordering::Acquire) {
+                return;
+            }
+            opened.await;
+        }
+    }
+
+    fn open(&self) {
+        self.open.store(true, Ordering::Release);
+        self.opened.notify_waiters();
+    }
+}
 
 #[derive(Default, Debug)]
 pub struct Sequencer {
@@ -18,10 +43,10 @@ pub struct Sequencer {
 
 #[derive(Default, Debug)]
 struct State {
-    /// For each key, the request that took it last; it signals by dropping its sender.
-    last: HashMap<String, watch::Receiver<()>>,
+    /// For each key, the gate of the request that took it last.
+    last: HashMap<String, Arc<Gate>>,
     /// Every request not yet finished, by its number.
-    running: HashMap<u64, watch::Receiver<()>>,
+    running: HashMap<u64, Arc<Gate>>,
     next: u64,
 }
 
@@ -30,9 +55,8 @@ pub struct Turn {
     sequencer: Arc<Sequencer>,
     number: u64,
     keys: Vec<String>,
-    before: Vec<watch::Receiver<()>>,
-    mine: watch::Receiver<()>,
-    _done: watch::Sender<()>,
+    before: Vec<Arc<Gate>>,
+    mine: Arc<Gate>,
 }
 
 impl Sequencer {
@@ -40,7 +64,7 @@ impl Sequencer {
     pub fn enter(self: &Arc<Self>, mut keys: Vec<String>) -> Turn {
         keys.sort_unstable();
         keys.dedup();
-        let (done, mine) = watch::channel(());
+        let mine = Arc::new(Gate::default());
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let before = if keys.is_empty() {
             state.running.values().cloned().collect()
@@ -50,7 +74,7 @@ impl Sequencer {
         let number = state.next;
         state.next += 1;
         state.running.insert(number, mine.clone());
-        Turn { sequencer: self.clone(), number, keys, before, mine, _done: done }
+        Turn { sequencer: self.clone(), number, keys, before, mine }
     }
 
     #[cfg(test)]
@@ -63,11 +87,9 @@ impl Sequencer {
 impl Turn {
     /// Waits until every earlier request with one of these keys has finished.
     pub async fn ready(&mut self) {
-        for earlier in &mut self.before {
-            // Err means the sender is gone: that request has finished.
-            let _ = earlier.changed().await;
+        for earlier in self.before.drain(..) {
+            earlier.wait().await;
         }
-        self.before.clear();
     }
 }
 
@@ -76,10 +98,12 @@ impl Drop for Turn {
         let mut state = self.sequencer.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.running.remove(&self.number);
         for key in &self.keys {
-            if state.last.get(key).is_some_and(|rx| rx.same_channel(&self.mine)) {
+            if state.last.get(key).is_some_and(|gate| Arc::ptr_eq(gate, &self.mine)) {
                 state.last.remove(key);
             }
         }
+        drop(state);
+        self.mine.open();
     }
 }
 

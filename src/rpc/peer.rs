@@ -88,7 +88,7 @@ mod tests {
             let peer = peer.clone();
             async move { peer.request("host/ping", serde_json::json!({"n": 1})).await }
         });
-        let sent = rx.recv().await.unwrap();
+        let sent = rx.recv().await.unwrap().into_string();
         assert_eq!(sent, r#"{"jsonrpc":"2.0","id":1,"method":"host/ping","params":{"n":1}}"#);
         let raw = |s: &str| RawValue::from_string(s.into()).unwrap();
         assert!(!peer.route(&raw("2"), Ok(&raw("true"))), "nobody waits for id 2");

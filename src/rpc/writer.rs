@@ -16,21 +16,52 @@ const QUEUE: usize = 1024;
 /// How many bytes of queued frames go out in one write.
 const COALESCE: usize = 1 << 20;
 
+/// One JSON message to write: `head` then `body[skip..]`. A reply is the registry's
+/// serialized response with the request's id put in front, without copying the result.
+#[derive(Debug)]
+pub struct Reply {
+    head: String,
+    body: Box<str>,
+    skip: usize,
+}
+
+impl Reply {
+    pub fn spliced(head: String, body: Box<str>, skip: usize) -> Self {
+        Reply { head, body, skip }
+    }
+
+    fn parts(&self) -> [&[u8]; 2] {
+        [self.head.as_bytes(), &self.body.as_bytes()[self.skip..]]
+    }
+
+    pub fn into_string(self) -> String {
+        let mut s = self.head;
+        s.push_str(&self.body[self.skip..]);
+        s
+    }
+}
+
+impl From<String> for Reply {
+    fn from(json: String) -> Self {
+        Reply { head: String::new(), body: json.into_boxed_str(), skip: 0 }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Outbox {
-    tx: mpsc::Sender<String>,
+    tx: mpsc::Sender<Reply>,
 }
 
 impl Outbox {
     /// An outbox whose messages the caller reads itself (no writer).
-    pub(crate) fn channel() -> (Self, mpsc::Receiver<String>) {
+    pub(crate) fn channel() -> (Self, mpsc::Receiver<Reply>) {
         let (tx, rx) = mpsc::channel(QUEUE);
         (Outbox { tx }, rx)
     }
 
     /// Queues one JSON message; waits while the queue is full. A closed output drops it.
-    pub async fn send(&self, json: String) {
-        if self.tx.send(json).await.is_err() {
+    pub async fn send(&self, json: impl Into<Reply>) {
+        if self.tx.send(json.into()).await.is_err() {
             tracing::debug!("output closed; dropping a message");
         }
     }
@@ -59,7 +90,7 @@ impl Writer {
 /// output (the client went away) is logged once; later frames are dropped so that
 /// nothing waits on a reader that is gone.
 pub fn spawn(sink: Sink, framing: Arc<FramingCell>) -> io::Result<(Outbox, Writer)> {
-    let (tx, rx) = mpsc::channel::<String>(QUEUE);
+    let (tx, rx) = mpsc::channel::<Reply>(QUEUE);
     let writer = match sink {
         Sink::Fd(fd) => match NonBlocking::new(fd) {
             Ok(out) => Writer::Task(tokio::spawn(write_polled(rx, out, framing))),
@@ -71,17 +102,17 @@ pub fn spawn(sink: Sink, framing: Arc<FramingCell>) -> io::Result<(Outbox, Write
 }
 
 /// Everything queued right now, framed, in one buffer.
-fn coalesce(first: String, rx: &mut mpsc::Receiver<String>, framing: &FramingCell, frame: &mut Vec<u8>) {
+fn coalesce(first: Reply, rx: &mut mpsc::Receiver<Reply>, framing: &FramingCell, frame: &mut Vec<u8>) {
     frame.clear();
     let framing = framing.get().unwrap_or(Framing::Lsp);
     let mut next = Some(first);
-    while let Some(json) = next {
-        framing.encode(json.as_bytes(), frame);
+    while let Some(reply) = next {
+        framing.encode(reply.parts(), frame);
         next = if frame.len() < COALESCE { rx.try_recv().ok() } else { None };
     }
 }
 
-async fn write_polled(mut rx: mpsc::Receiver<String>, out: NonBlocking, framing: Arc<FramingCell>) {
+async fn write_polled(mut rx: mpsc::Receiver<Reply>, out: NonBlocking, framing: Arc<FramingCell>) {
     let mut frame = Vec::new();
     let mut broken = false;
     while let Some(first) = rx.recv().await {
@@ -93,7 +124,7 @@ async fn write_polled(mut rx: mpsc::Receiver<String>, out: NonBlocking, framing:
 }
 
 fn spawn_thread(
-    mut rx: mpsc::Receiver<String>,
+    mut rx: mpsc::Receiver<Reply>,
     output: Box<dyn Write + Send>,
     framing: Arc<FramingCell>,
 ) -> io::Result<Writer> {

@@ -91,11 +91,17 @@ fn parse<P: DeserializeOwned>(params: &Params) -> Result<P> {
     if !raw.starts_with('{') {
         return Err(Error::invalid("params must be an object"));
     }
-    // The path names the member at fault: `messages[2].role: unknown variant ...`.
-    serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(raw)).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if path == "." { Error::invalid(inner) } else { Error::invalid(format!("{path}: {inner}")) }
+    // The fast path; on failure, parse again to name the member at fault
+    // (`messages[2].role: unknown variant ...`).
+    serde_json::from_str(raw).map_err(|_| {
+        match serde_path_to_error::deserialize::<_, P>(&mut serde_json::Deserializer::from_str(raw)) {
+            Err(e) => {
+                let path = e.path().to_string();
+                let inner = e.into_inner();
+                if path == "." { Error::invalid(inner) } else { Error::invalid(format!("{path}: {inner}")) }
+            }
+            Ok(_) => Error::invalid("params do not parse"),
+        }
     })
 }
 
