@@ -104,9 +104,14 @@ impl<'a> Envelope<'a> {
     }
 }
 
+/// A string, `null`, or a number that parses as one (`1e999` does not: echoed back, it
+/// would be a reply most clients cannot read).
 fn is_valid_id(id: &RawValue) -> bool {
     let s = id.get();
-    s == "null" || s.starts_with('"') || s.starts_with(|c: char| c == '-' || c.is_ascii_digit())
+    s == "null"
+        || s.starts_with('"')
+        || (s.starts_with(|c: char| c == '-' || c.is_ascii_digit())
+            && serde_json::from_str::<serde_json::Number>(s).is_ok())
 }
 
 #[cfg(test)]
@@ -139,6 +144,8 @@ mod tests {
             (r#"{"id":1,"method":"m"}"#, Some("1")),
             (r#"{"jsonrpc":"1.0","id":"x","method":"m"}"#, Some("\"x\"")),
             (r#"{"jsonrpc":"2.0","id":{},"method":"m"}"#, None),
+            // Found by the dispatch fuzz target: a number no f64 holds.
+            (r#"{"jsonrpc":"2.0","id":17e7778,"method":"m"}"#, None),
             (r#"{"jsonrpc":"2.0","id":2,"method":5}"#, Some("2")),
             (r#"{"jsonrpc":"2.0","id":3,"method":"m","params":"x"}"#, Some("3")),
             (r#"{"jsonrpc":"2.0","id":4}"#, Some("4")),

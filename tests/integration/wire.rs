@@ -116,6 +116,8 @@ fn malformed_and_invalid(s: &mut Server) {
         (br#"{"jsonrpc":"2.0","id":5,"method":7}"#, -32600, json!(5)),
         (br#"{"jsonrpc":"2.0","id":6,"method":"session/list","params":"x"}"#, -32600, json!(6)),
         (br#"{"jsonrpc":"2.0","id":[7],"method":"session/list"}"#, -32600, Value::Null),
+        // Regression (fuzz target dispatch): an id no client could read back is invalid.
+        (br#"{"jsonrpc":"2.0","id":17e7778,"method":"session/list"}"#, -32600, Value::Null),
         (br#"{"foo":1}"#, -32600, Value::Null),
         (br#"{"jsonrpc":"2.0","id":8,"method":"session/list","params":{"limit":"ten"}}"#, -32602, json!(8)),
         (br#"{"jsonrpc":"2.0","id":9,"method":"nope/nope"}"#, -32601, json!(9)),
