@@ -12,14 +12,17 @@ use crate::session::export::{self, Format, Violation, Warning};
 use crate::session::{Message, SessionId, tokens};
 use crate::store::{HistoryPage, Removed};
 
-/// The whole stored history (bounded), and it with the repaired view's results.
-async fn whole(ctx: &Ctx, session_id: &SessionId) -> Result<(HistoryPage, Vec<Message>)> {
+/// The whole stored history (bounded), and its messages, with the repaired view's
+/// results after them when `repair` (one copy either way).
+async fn whole(ctx: &Ctx, session_id: &SessionId, repair: bool) -> Result<(HistoryPage, Vec<Message>)> {
     let page = ctx.store.history(session_id.as_str(), 0, Some(MAX_MESSAGES + 1)).await?;
     check_count("the history", page.messages.len())
         .map_err(|_| Error::TooLarge(format!("the history holds more than {MAX_MESSAGES} messages")))?;
-    let mut repaired: Vec<Message> = page.messages.iter().map(|m| (**m).clone()).collect();
-    repaired.extend(page.tail.repair_view());
-    Ok((page, repaired))
+    let mut messages: Vec<Message> = page.messages.iter().map(|m| (**m).clone()).collect();
+    if repair {
+        messages.extend(page.tail.repair_view());
+    }
+    Ok((page, messages))
 }
 
 #[derive(Deserialize)]
@@ -37,9 +40,7 @@ pub struct Exported {
 }
 
 pub async fn export(ctx: Arc<Ctx>, p: ExportParams) -> Result<Exported> {
-    let (page, repaired) = whole(&ctx, &p.session_id).await?;
-    let messages =
-        if p.repair.unwrap_or(true) { repaired } else { page.messages.iter().map(|m| (**m).clone()).collect() };
+    let (page, messages) = whole(&ctx, &p.session_id, p.repair.unwrap_or(true)).await?;
     let done = export::export(p.format, page.info.system.as_deref(), &messages, true);
     Ok(Exported { payload: done.payload, warnings: done.warnings })
 }
@@ -56,8 +57,7 @@ pub struct Validated {
 }
 
 pub async fn validate(ctx: Arc<Ctx>, p: ValidateParams) -> Result<Validated> {
-    let (page, _) = whole(&ctx, &p.session_id).await?;
-    let stored: Vec<Message> = page.messages.iter().map(|m| (**m).clone()).collect();
+    let (page, stored) = whole(&ctx, &p.session_id, false).await?;
     let unaltered = export::export(p.format, page.info.system.as_deref(), &stored, false);
     Ok(Validated { violations: export::validate(p.format, &unaltered) })
 }
@@ -75,7 +75,7 @@ pub struct Counted {
 }
 
 pub async fn count_tokens(ctx: Arc<Ctx>, p: CountParams) -> Result<Counted> {
-    let (page, repaired) = whole(&ctx, &p.session_id).await?;
+    let (page, repaired) = whole(&ctx, &p.session_id, true).await?;
     let format = p.format.unwrap_or(Format::OpenaiChat);
     let done = export::export(format, page.info.system.as_deref(), &repaired, true);
     Ok(Counted { tokens: tokens::count_payload(&done.payload) })
@@ -100,7 +100,7 @@ pub async fn trim_to_fit(
     expected_revision: Option<u64>,
 ) -> Result<TrimmedToFit> {
     for _ in 0..8 {
-        let (page, repaired) = whole(ctx, session_id).await?;
+        let (page, repaired) = whole(ctx, session_id, true).await?;
         crate::session::check_revision(expected_revision, page.info.revision)?;
         let (keep_turns, tokens) = plan(page.info.system.as_deref(), &repaired, page.messages.len(), max_tokens);
         let fits = tokens as u64 <= max_tokens;
