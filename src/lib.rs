@@ -11,6 +11,7 @@
 //! Dependencies point inward: `rpc → session ← store`.
 
 pub mod error;
+pub mod pool;
 pub mod rpc;
 pub mod session;
 pub mod store;

@@ -46,6 +46,12 @@ struct Cli {
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..=(1u64 << 32)))]
     max_message_bytes: u64,
 
+    /// The memory kept for the client, in bytes: requests read but not yet answered, and
+    /// replies not yet written, each stay under it. Past it convo stops reading until
+    /// the client reads its replies (back-pressure).
+    #[arg(long, default_value_t = 256 * 1024 * 1024, value_name = "BYTES", value_parser = clap::value_parser!(u64).range((1 << 20)..=u64::from(u32::MAX)))]
+    max_pending_bytes: u64,
+
     /// Log filter for stderr (error, warn, info, debug, trace, or a tracing
     /// directive); overrides RUST_LOG. Default: warn.
     #[arg(long, value_name = "FILTER")]
@@ -89,8 +95,10 @@ fn main() -> ExitCode {
             FramingArg::Ndjson => Some(Framing::Ndjson),
         },
         max_message_bytes: usize::try_from(cli.max_message_bytes).unwrap_or(usize::MAX),
+        max_pending_bytes: usize::try_from(cli.max_pending_bytes).unwrap_or(usize::MAX),
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_io().build() {
+    // Blocking work runs on bounded pools (`convo::pool`); this is a ceiling under them.
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_io().max_blocking_threads(32).build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("convo: cannot start the runtime: {e}");

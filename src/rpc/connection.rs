@@ -1,7 +1,9 @@
 //! One client connection: takes frames in the order they arrived, answers what is
 //! malformed, runs each call through the method registry (jsonrpsee's `Methods`) in its
-//! session's order, and keeps the lifecycle (`shutdown`, `exit`, end of input).
+//! session's order and within the byte budget (`rpc::budget`), and keeps the lifecycle
+//! (`shutdown`, `exit`, end of input).
 
+use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
@@ -12,9 +14,14 @@ use jsonrpsee::{ConnectionId, Extensions, MethodCallback, MethodResponse, Method
 use serde_json::value::RawValue;
 use tokio::sync::Semaphore;
 
+use crate::pool::Pool;
+use crate::rpc::budget::Budget;
 use crate::rpc::envelope::{Element, Frame, classify};
-use crate::rpc::error::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, plain, too_large};
+use crate::rpc::error::{
+    INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, plain, reply_too_large, too_large,
+};
 use crate::rpc::framing::Incoming;
+use crate::rpc::methods::Registry;
 use crate::rpc::order::{self, Sequencer};
 use crate::rpc::peer::Peer;
 use crate::rpc::stdio::Input;
@@ -30,24 +37,31 @@ type Pending = BoxFuture<'static, Option<Reply>>;
 
 pub struct Connection {
     methods: Methods,
+    /// Methods that run on `cpu`, off this thread.
+    pooled: HashSet<&'static str>,
+    cpu: Pool,
     outbox: Outbox,
     peer: Arc<Peer>,
     sequencer: Arc<Sequencer>,
     in_flight: Arc<Semaphore>,
+    budget: Budget,
     max_message_bytes: usize,
     shutting_down: bool,
     exit_code: Option<i32>,
 }
 
 impl Connection {
-    pub fn new(methods: Methods, outbox: Outbox, peer: Arc<Peer>, max_message_bytes: usize) -> Self {
+    pub fn new(registry: Registry, outbox: Outbox, peer: Arc<Peer>, limits: &crate::rpc::Config) -> Self {
         Connection {
-            methods,
+            methods: registry.methods,
+            pooled: registry.pooled,
+            cpu: Pool::for_cpu("cpu"),
             outbox,
             peer,
             sequencer: Arc::default(),
             in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize)),
-            max_message_bytes,
+            budget: Budget::new(limits.max_pending_bytes),
+            max_message_bytes: limits.max_message_bytes,
             shutting_down: false,
             exit_code: None,
         }
@@ -96,6 +110,7 @@ impl Connection {
     }
 
     async fn frame(&mut self, bytes: &[u8]) {
+        let input = self.budget.input(bytes.len()).await;
         let pending: Pending = match classify(bytes) {
             Frame::ParseError(e) => {
                 ready(Some(error_reply(None, plain(PARSE_ERROR, format!("parse error: {e}"))).into())).boxed()
@@ -112,7 +127,14 @@ impl Connection {
                 ready(Some(error_reply(None, ErrorObjectOwned::from(crate::Error::TooLarge(why))).into())).boxed()
             }
             Frame::Batch(elements) => {
-                let calls: Vec<Pending> = elements.into_iter().filter_map(|e| self.element(e)).collect();
+                // `exit` ends the batch too: nothing after it runs.
+                let mut calls = Vec::new();
+                for element in elements {
+                    calls.extend(self.element(element));
+                    if self.exit_code.is_some() {
+                        break;
+                    }
+                }
                 if calls.is_empty() {
                     return;
                 }
@@ -125,10 +147,12 @@ impl Connection {
             }
         };
         let permit = self.in_flight.clone().acquire_owned().await;
-        let outbox = self.outbox.clone();
+        let (outbox, budget) = (self.outbox.clone(), self.budget.clone());
         tokio::spawn(async move {
             if let Some(reply) = pending.await {
-                outbox.send(reply).await;
+                let output = budget.output(reply.len()).await;
+                drop(input);
+                outbox.send(reply.held_by(output)).await;
             }
             drop(permit);
         });
@@ -174,14 +198,23 @@ impl Connection {
         }
         let mut turn = self.sequencer.enter(order::keys(params));
         let params = Params::new(params.map(RawValue::get)).into_owned();
+        let (budget, max) = (self.budget.clone(), self.max_message_bytes);
+        let pool = self.pooled.contains(method).then(|| self.cpu.clone());
         Some(
             async move {
                 turn.ready().await;
-                let outcome = AssertUnwindSafe(invoke(callback, params)).catch_unwind().await;
-                drop(turn);
+                let running = budget.start().await;
+                let outcome = match pool {
+                    Some(pool) => {
+                        let runtime = tokio::runtime::Handle::current();
+                        pool.run(move || runtime.block_on(invoke(callback, params, max))).await.map_err(drop)
+                    }
+                    None => AssertUnwindSafe(invoke(callback, params, max)).catch_unwind().await.map_err(drop),
+                };
+                drop((turn, running));
                 let id = id?;
                 Some(match outcome {
-                    Ok(response) => with_id(&id, response),
+                    Ok(response) => with_id(&id, response, max),
                     Err(_) => {
                         error_reply(Some(&id), plain(INTERNAL_ERROR, "internal error: the method panicked")).into()
                     }
@@ -192,10 +225,12 @@ impl Connection {
     }
 }
 
-async fn invoke(callback: MethodCallback, params: Params<'static>) -> MethodResponse {
+/// Runs a method; a result that would make a reply over `max` bytes becomes an error
+/// (the registry stops serializing at the limit).
+async fn invoke(callback: MethodCallback, params: Params<'static>, max: usize) -> MethodResponse {
     match callback {
-        MethodCallback::Sync(f) => f(Id::Null, params, usize::MAX, Extensions::new()),
-        MethodCallback::Async(f) => f(Id::Null, params, ConnectionId(0), usize::MAX, Extensions::new()).await,
+        MethodCallback::Sync(f) => f(Id::Null, params, max, Extensions::new()),
+        MethodCallback::Async(f) => f(Id::Null, params, ConnectionId(0), max, Extensions::new()).await,
         MethodCallback::Subscription(_) | MethodCallback::Unsubscription(_) => {
             MethodResponse::error(Id::Null, plain(METHOD_NOT_FOUND, "method not found: subscriptions are not offered"))
         }
@@ -206,14 +241,22 @@ async fn invoke(callback: MethodCallback, params: Params<'static>) -> MethodResp
 const NULL_ID_PREFIX: &str = r#"{"jsonrpc":"2.0","id":null,"#;
 
 /// The response with the request's id as the client wrote it (jsonrpsee's `Id` cannot
-/// hold every JSON-RPC id, such as negative or fractional numbers).
-fn with_id(id: &str, response: MethodResponse) -> Reply {
+/// hold every JSON-RPC id, such as negative or fractional numbers); a reply over `max`
+/// bytes is replaced by error 1005.
+fn with_id(id: &str, response: MethodResponse, max: usize) -> Reply {
+    if response.as_error_code() == Some(jsonrpsee::types::error::OVERSIZED_RESPONSE_CODE) {
+        return error_reply(Some(id), reply_too_large(max)).into();
+    }
     let json: Box<str> = response.into_json().into();
     if !json.starts_with(NULL_ID_PREFIX) {
         tracing::error!(response = &*json, "unexpected response layout from the registry");
         return error_reply(Some(id), plain(INTERNAL_ERROR, "internal error: unexpected response layout")).into();
     }
-    Reply::spliced(format!(r#"{{"jsonrpc":"2.0","id":{id},"#), json, NULL_ID_PREFIX.len())
+    let reply = Reply::spliced(format!(r#"{{"jsonrpc":"2.0","id":{id},"#), json, NULL_ID_PREFIX.len());
+    if reply.len() > max {
+        return error_reply(Some(id), reply_too_large(max)).into();
+    }
+    reply
 }
 
 pub fn error_reply(id: Option<&str>, error: ErrorObjectOwned) -> String {
@@ -235,7 +278,9 @@ mod tests {
         module.register_method::<Result<(), ErrorObjectOwned>, _>("boom", |_, _, _| panic!("boom")).unwrap();
         module.register_async_method("fine", |_, _, _| async { Ok::<_, ErrorObjectOwned>(1) }).unwrap();
         let (outbox, mut out_rx) = Outbox::channel();
-        let connection = Connection::new(module.into(), outbox.clone(), Arc::new(Peer::new(outbox)), 1024);
+        let limits = crate::rpc::Config { framing: None, max_message_bytes: 1024, max_pending_bytes: 1 << 20 };
+        let registry = Registry { methods: module.into(), pooled: Default::default() };
+        let connection = Connection::new(registry, outbox.clone(), Arc::new(Peer::new(outbox)), &limits);
         let frames =
             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"boom\"}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"fine\"}\n";
         let source = Source::Reader(Box::new(std::io::Cursor::new(frames)));
@@ -255,11 +300,17 @@ mod tests {
     #[test]
     fn replies_carry_the_id_as_written() {
         let ok = MethodResponse::response(Id::Null, ResponsePayload::success(5), usize::MAX);
-        assert_eq!(with_id("-1.5", ok).into_string(), r#"{"jsonrpc":"2.0","id":-1.5,"result":5}"#);
+        assert_eq!(with_id("-1.5", ok, 100).into_string(), r#"{"jsonrpc":"2.0","id":-1.5,"result":5}"#);
         let err = MethodResponse::error(Id::Null, plain(1001, "no"));
         assert_eq!(
-            with_id(r#""x""#, err).into_string(),
+            with_id(r#""x""#, err, 100).into_string(),
             r#"{"jsonrpc":"2.0","id":"x","error":{"code":1001,"message":"no"}}"#
+        );
+        let big = MethodResponse::response(Id::Null, ResponsePayload::success("x".repeat(100)), usize::MAX);
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&with_id("7", big, 100).into_string()).unwrap()["error"]["code"],
+            1005,
+            "a reply over the limit is refused"
         );
         assert_eq!(
             error_reply(None, plain(-32700, "bad")),

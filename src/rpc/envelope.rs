@@ -104,14 +104,15 @@ impl<'a> Envelope<'a> {
     }
 }
 
-/// A string, `null`, or a number that parses as one (`1e999` does not: echoed back, it
-/// would be a reply most clients cannot read).
+/// A string, `null`, or a number a double holds (`1e999` is not: echoed back, it would
+/// be a reply most clients cannot read).
 fn is_valid_id(id: &RawValue) -> bool {
     let s = id.get();
     s == "null"
         || s.starts_with('"')
         || (s.starts_with(|c: char| c == '-' || c.is_ascii_digit())
-            && serde_json::from_str::<serde_json::Number>(s).is_ok())
+            && serde_json::from_str::<serde_json::Number>(s).is_ok()
+            && s.parse::<f64>().is_ok_and(f64::is_finite))
 }
 
 #[cfg(test)]

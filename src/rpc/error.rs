@@ -48,6 +48,15 @@ impl From<Error> for ErrorObjectOwned {
     }
 }
 
+/// The reply to a request whose reply would be over `--max-message-bytes`.
+pub fn reply_too_large(max: usize) -> ErrorObjectOwned {
+    let message = format!(
+        "too large: the reply would be over the limit of {max} bytes; ask for less at once \
+         (session/history takes offset and limit)"
+    );
+    ErrorObjectOwned::owned(TOO_LARGE, message, Some(json!({"kind": "too_large", "limit": max})))
+}
+
 /// The reply to a frame over `--max-message-bytes`.
 pub fn too_large(size: u64, max: usize) -> ErrorObjectOwned {
     let message = format!("too large: the frame has {size} bytes, the limit is {max}");

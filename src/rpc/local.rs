@@ -32,7 +32,12 @@ impl LocalServer {
             method_names: Default::default(),
         };
         let peer = Arc::new(Peer::new(outbox.clone()));
-        let connection = Connection::new(methods::module(ctx), outbox, peer, max_message_bytes);
+        let limits = crate::rpc::Config {
+            framing: Some(Framing::Ndjson),
+            max_message_bytes,
+            max_pending_bytes: crate::rpc::budget::DEFAULT_PENDING_BYTES,
+        };
+        let connection = Connection::new(methods::module(ctx), outbox, peer, &limits);
         Ok(LocalServer { runtime, connection, replies, next_id: 1 })
     }
 

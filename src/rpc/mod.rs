@@ -2,6 +2,7 @@
 //! and lifecycle, and the methods registered in jsonrpsee's `RpcModule`. It knows
 //! serde_json and the `Store` trait, nothing of how a store keeps its data.
 
+pub mod budget;
 mod connection;
 mod envelope;
 pub mod error;
@@ -25,11 +26,14 @@ use crate::store::Store;
 pub use local::LocalServer;
 pub use stdio::{Sink, Source};
 
-/// How the server talks: `framing` is `None` to detect it from the first byte.
+/// How the server talks: `framing` is `None` to detect it from the first byte. Frames
+/// and replies over `max_message_bytes` are refused; `max_pending_bytes` is the byte
+/// budget of `rpc::budget`.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub framing: Option<Framing>,
     pub max_message_bytes: usize,
+    pub max_pending_bytes: usize,
 }
 
 /// Serves one client on `input`/`output` until `exit` or the end of input; makes every
@@ -45,7 +49,7 @@ pub async fn serve(config: Config, store: Arc<dyn Store>, input: Source, output:
         max_message_bytes: config.max_message_bytes,
         method_names: Default::default(),
     };
-    let connection = Connection::new(methods::module(ctx), outbox, peer, config.max_message_bytes);
+    let connection = Connection::new(methods::module(ctx), outbox, peer, &config);
     let input = Input::new(input, Decoder::new(framing, config.max_message_bytes))?;
     let code = connection.run(input).await;
     if let Err(e) = store.flush().await {

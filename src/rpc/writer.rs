@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
+use crate::rpc::budget::Hold;
 use crate::rpc::framing::{Framing, FramingCell};
 use crate::rpc::stdio::{NonBlocking, Sink};
 
@@ -18,16 +19,32 @@ const COALESCE: usize = 1 << 20;
 
 /// One JSON message to write: `head` then `body[skip..]`. A reply is the registry's
 /// serialized response with the request's id put in front, without copying the result.
+/// `hold` is its share of the output budget, given back once it is written.
 #[derive(Debug)]
 pub struct Reply {
     head: String,
     body: Box<str>,
     skip: usize,
+    hold: Option<Hold>,
 }
 
 impl Reply {
     pub fn spliced(head: String, body: Box<str>, skip: usize) -> Self {
-        Reply { head, body, skip }
+        Reply { head, body, skip, hold: None }
+    }
+
+    /// Its length in bytes, as written (before framing).
+    pub fn len(&self) -> usize {
+        self.head.len() + self.body.len() - self.skip
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn held_by(mut self, hold: Option<Hold>) -> Self {
+        self.hold = hold;
+        self
     }
 
     fn parts(&self) -> [&[u8]; 2] {
@@ -43,7 +60,7 @@ impl Reply {
 
 impl From<String> for Reply {
     fn from(json: String) -> Self {
-        Reply { head: String::new(), body: json.into_boxed_str(), skip: 0 }
+        Reply { head: String::new(), body: json.into_boxed_str(), skip: 0, hold: None }
     }
 }
 
@@ -101,24 +118,33 @@ pub fn spawn(sink: Sink, framing: Arc<FramingCell>) -> io::Result<(Outbox, Write
     Ok((Outbox { tx }, writer))
 }
 
-/// Everything queued right now, framed, in one buffer.
-fn coalesce(first: Reply, rx: &mut mpsc::Receiver<Reply>, framing: &FramingCell, frame: &mut Vec<u8>) {
+/// Everything queued right now, framed, in one buffer; the replies' shares of the
+/// output budget go to `holds`, to give back once the buffer is written.
+fn coalesce(
+    first: Reply,
+    rx: &mut mpsc::Receiver<Reply>,
+    framing: &FramingCell,
+    frame: &mut Vec<u8>,
+    holds: &mut Vec<Hold>,
+) {
     frame.clear();
     let framing = framing.get().unwrap_or(Framing::Lsp);
     let mut next = Some(first);
-    while let Some(reply) = next {
+    while let Some(mut reply) = next {
         framing.encode(reply.parts(), frame);
+        holds.extend(reply.hold.take());
         next = if frame.len() < COALESCE { rx.try_recv().ok() } else { None };
     }
 }
 
 async fn write_polled(mut rx: mpsc::Receiver<Reply>, out: NonBlocking, framing: Arc<FramingCell>) {
-    let mut frame = Vec::new();
+    let (mut frame, mut holds) = (Vec::new(), Vec::new());
     let mut broken = false;
     while let Some(first) = rx.recv().await {
         if !broken {
-            coalesce(first, &mut rx, &framing, &mut frame);
+            coalesce(first, &mut rx, &framing, &mut frame, &mut holds);
             broken = report(out.write_all(&frame).await);
+            holds.clear();
         }
     }
 }
@@ -130,12 +156,13 @@ fn spawn_thread(
 ) -> io::Result<Writer> {
     let thread = std::thread::Builder::new().name("convo-writer".into()).spawn(move || {
         let mut out = output;
-        let mut frame = Vec::new();
+        let (mut frame, mut holds) = (Vec::new(), Vec::new());
         let mut broken = false;
         while let Some(first) = rx.blocking_recv() {
             if !broken {
-                coalesce(first, &mut rx, &framing, &mut frame);
+                coalesce(first, &mut rx, &framing, &mut frame, &mut holds);
                 broken = report(out.write_all(&frame).and_then(|()| out.flush()));
+                holds.clear();
             }
         }
     })?;

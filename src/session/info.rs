@@ -124,29 +124,40 @@ pub struct Import {
     pub messages: Vec<Message>,
 }
 
-/// `session/list` order: newest `updated_at` first, then session id, both descending.
-/// The cursor is the key of the last session a page returned.
+/// `session/list` order: newest `created_at` first, then session id, both descending.
+/// Neither ever changes, so a walk by cursor (the key of the last session a page
+/// returned) never skips a session that existed when it began, however the sessions
+/// are updated meanwhile.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ListKey {
-    pub updated_at: String,
+    pub created_at: String,
     pub session_id: String,
 }
 
 impl ListKey {
     pub fn of(info: &SessionInfo) -> Self {
-        ListKey { updated_at: info.updated_at.clone(), session_id: info.session_id.clone() }
+        ListKey { created_at: info.created_at.clone(), session_id: info.session_id.clone() }
     }
 
     pub fn to_cursor(&self) -> String {
-        format!("{}/{}", self.updated_at, self.session_id)
+        format!("{}/{}", self.created_at, self.session_id)
     }
 
+    /// A cursor this server made; anything else is refused.
     pub fn from_cursor(cursor: &str) -> Result<Self> {
-        let (updated_at, session_id) = cursor
-            .split_once('/')
-            .ok_or_else(|| Error::invalid(format!("not a cursor session/list returned: {cursor:?}")))?;
-        Ok(ListKey { updated_at: updated_at.into(), session_id: session_id.into() })
+        let refuse = || Error::invalid(format!("cursor: not one session/list returned: {}", quoted(cursor, 140)));
+        let (created_at, session_id) = cursor.split_once('/').ok_or_else(refuse)?;
+        if humantime::parse_rfc3339(created_at).is_err() || check_session_id(session_id).is_err() {
+            return Err(refuse());
+        }
+        Ok(ListKey { created_at: created_at.into(), session_id: session_id.into() })
     }
+}
+
+/// `s` as a JSON string (so a person sees its characters, and control characters as
+/// escapes), cut to at most `max` bytes.
+pub fn quoted(s: &str, max: usize) -> String {
+    serde_json::to_string(truncate(s, max)).unwrap_or_default()
 }
 
 /// Checks an optional revision a mutation was given against the stored one.
@@ -184,8 +195,11 @@ mod tests {
 
     #[test]
     fn cursors_round_trip() {
-        let k = ListKey { updated_at: "2026-01-01T00:00:00.000000Z".into(), session_id: "a/b".into() };
+        let k = ListKey { created_at: "2026-01-01T00:00:00.000000Z".into(), session_id: "a.b".into() };
         assert_eq!(ListKey::from_cursor(&k.to_cursor()).unwrap(), k);
         assert!(ListKey::from_cursor("junk").is_err());
+        assert!(ListKey::from_cursor("2026-01-01T00:00:00.000000Z/a/b").is_err());
+        assert!(ListKey::from_cursor("yesterday/a").is_err());
+        assert!(ListKey::from_cursor("2026-01-01T00:00:00.000000Z/").is_err());
     }
 }

@@ -170,7 +170,7 @@ impl Store for MemoryStore {
         let sessions = self.lock();
         let mut keyed: Vec<(ListKey, &String, &Entry)> = sessions
             .iter()
-            .map(|(id, e)| (ListKey { updated_at: e.updated_at.clone(), session_id: id.clone() }, id, e))
+            .map(|(id, e)| (ListKey { created_at: e.created_at.clone(), session_id: id.clone() }, id, e))
             .filter(|(key, ..)| after.as_ref().is_none_or(|after| key < after))
             .collect();
         keyed.sort_unstable_by(|a, b| b.0.cmp(&a.0));
@@ -187,8 +187,12 @@ impl Store for MemoryStore {
         Ok(entry.info(session_id))
     }
 
-    async fn delete(&self, session_id: &str) -> Result<()> {
-        self.lock().remove(session_id).map(drop).ok_or_else(|| not_found(session_id))
+    async fn delete(&self, session_id: &str, expected_revision: Option<u64>) -> Result<()> {
+        let mut sessions = self.lock();
+        let entry = sessions.get(session_id).ok_or_else(|| not_found(session_id))?;
+        check_revision(expected_revision, entry.revision)?;
+        sessions.remove(session_id);
+        Ok(())
     }
 
     async fn append(
@@ -264,16 +268,21 @@ impl Store for MemoryStore {
         Ok(info)
     }
 
-    async fn import(&self, import: Import, replace: bool) -> Result<SessionInfo> {
+    async fn import(&self, import: Import, replace: bool, expected_revision: Option<u64>) -> Result<SessionInfo> {
         let mut history = History::default();
         import.messages.into_iter().for_each(|m| history.push(m));
         let mut entry = Entry::new(import.fields, history, None);
         let mut sessions = self.lock();
         let id = match import.session_id {
             Some(id) if replace => {
-                if let Some(old) = sessions.get(&id) {
-                    entry.created_at = old.created_at.clone();
-                    entry.revision = old.revision + 1;
+                match sessions.get(&id) {
+                    Some(old) => {
+                        check_revision(expected_revision, old.revision)?;
+                        entry.created_at = old.created_at.clone();
+                        entry.revision = old.revision + 1;
+                    }
+                    None if expected_revision.is_some() => return Err(not_found(&id)),
+                    None => {}
                 }
                 id
             }

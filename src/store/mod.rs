@@ -52,13 +52,14 @@ pub trait Store: Send + Sync + 'static {
 
     async fn get(&self, session_id: &str) -> Result<SessionInfo>;
 
-    /// Up to `limit` sessions in `ListKey` order, starting after `after`.
+    /// Up to `limit` sessions in `ListKey` order (newest creation first), starting after
+    /// `after`.
     async fn list(&self, limit: usize, after: Option<ListKey>) -> Result<Vec<SessionInfo>>;
 
     async fn update(&self, session_id: &str, patch: Patch, expected_revision: Option<u64>) -> Result<SessionInfo>;
 
     /// Deletes a session; its forks keep their history.
-    async fn delete(&self, session_id: &str) -> Result<()>;
+    async fn delete(&self, session_id: &str, expected_revision: Option<u64>) -> Result<()>;
 
     /// Appends `messages` (fresh ids, already field-checked) under the rules of
     /// `session::plan_append`, all or nothing.
@@ -89,7 +90,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Stores a whole imported session (already checked by `session::plan_import`);
     /// with `replace`, over an existing one, continuing its revision count.
-    async fn import(&self, import: Import, replace: bool) -> Result<SessionInfo>;
+    /// `expected_revision` is checked against the session replaced (none there: 1001).
+    async fn import(&self, import: Import, replace: bool, expected_revision: Option<u64>) -> Result<SessionInfo>;
 
     /// Makes every acknowledged write durable; called before the server exits.
     async fn flush(&self) -> Result<()>;

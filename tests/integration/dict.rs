@@ -34,7 +34,22 @@ fn round_trip(s: &mut Server) {
     // Onto the original: refused without replace; with it the revision count goes on.
     s.fail("session/from_dict", json!({"data": dict}), 1002);
     let before = s.call("session/get", json!({"session_id": "orig"}));
-    let replaced = s.call("session/from_dict", json!({"data": dict, "replace": true}));
+    // Issue 9, item 5: a replace checks `expected_revision` and changes nothing on 1003.
+    let stale = before["revision"].as_u64().unwrap() - 1;
+    let error = s.fail(
+        "session/from_dict",
+        json!({"data": {"session_id": "orig"}, "replace": true, "expected_revision": stale}),
+        1003,
+    );
+    assert_eq!(error["data"]["current_revision"], before["revision"]);
+    assert_eq!(s.call("session/get", json!({"session_id": "orig"})), before, "nothing was replaced");
+    s.fail(
+        "session/from_dict",
+        json!({"data": {"session_id": "nobody"}, "replace": true, "expected_revision": 0}),
+        1001,
+    );
+    let replaced =
+        s.call("session/from_dict", json!({"data": dict, "replace": true, "expected_revision": before["revision"]}));
     assert_eq!(replaced["revision"], before["revision"].as_u64().unwrap() + 1);
     assert_eq!(replaced["created_at"], before["created_at"]);
     assert_eq!(s.call("session/to_dict", json!({"session_id": "orig"})), dict);

@@ -178,6 +178,11 @@ impl Server {
         error
     }
 
+    /// The server's process id, to read its figures from /proc.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn stderr(&self) -> String {
         String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
     }

@@ -38,6 +38,20 @@ fn exit_without_shutdown_is_1(s: &mut Server) {
     assert_eq!(s.wait().code(), Some(1));
 }
 
+/// Issue 9, item 10: `exit` inside a batch ends it; nothing after it runs.
+#[test]
+fn exit_in_a_batch_ends_the_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.db");
+    let mut s = Server::on_file(&path, Framing::Ndjson, &[]);
+    let create = |id: u64, session: &str| json!({"jsonrpc": "2.0", "id": id, "method": "session/create", "params": {"session_id": session}});
+    s.send(&json!([create(1, "before"), {"jsonrpc": "2.0", "method": "exit"}, create(2, "after")]));
+    assert_eq!(s.wait().code(), Some(1));
+    let mut s = Server::on_file(&path, Framing::Ndjson, &[]);
+    s.call("session/get", json!({"session_id": "before"}));
+    s.fail("session/get", json!({"session_id": "after"}), 1001);
+}
+
 /// End of input: everything in flight is answered, then exit 0.
 fn end_of_input_answers_everything(s: &mut Server) {
     s.call("session/create", json!({"session_id": "a"}));

@@ -3,6 +3,7 @@
 
 mod harness;
 
+mod bounds;
 mod dict;
 mod durable;
 mod export;

@@ -70,12 +70,21 @@ fn delete(s: &mut Server) {
     assert_eq!(s.call("session/create", json!({"session_id": "d"}))["revision"], 0);
 }
 
+/// Issue 9, item 5: delete honours `expected_revision`.
+fn delete_checks_the_revision(s: &mut Server) {
+    s.call("session/create", json!({"session_id": "d"}));
+    s.call("session/add_user", json!({"session_id": "d", "text": "hi"}));
+    let error = s.fail("session/delete", json!({"session_id": "d", "expected_revision": 0}), 1003);
+    assert_eq!(error["data"]["current_revision"], 1);
+    assert_eq!(s.call("session/get", json!({"session_id": "d"}))["message_count"], 1, "nothing was deleted");
+    s.call("session/delete", json!({"session_id": "d", "expected_revision": 1}));
+    s.fail("session/get", json!({"session_id": "d"}), 1001);
+}
+
 fn list_pagination(s: &mut Server) {
     for i in 0..7 {
         s.call("session/create", json!({"session_id": format!("s{i}")}));
     }
-    // Touch s2 last: it becomes the newest.
-    s.call("session/update", json!({"session_id": "s2", "title": "touched"}));
     let mut seen = Vec::new();
     let mut cursor = Value::Null;
     let mut pages = 0;
@@ -91,25 +100,29 @@ fn list_pagination(s: &mut Server) {
         if cursor.is_null() {
             break;
         }
+        // Issue 9, item 10: sessions updated mid-walk, one already listed and one not,
+        // neither skipped nor listed twice.
+        if pages == 1 {
+            s.call("session/update", json!({"session_id": "s1", "title": "touched"}));
+            s.call("session/add_user", json!({"session_id": "s6", "text": "touched"}));
+        }
     }
     assert_eq!(pages, 3);
-    assert_eq!(seen.len(), 7);
-    assert_eq!(seen[0], "s2", "newest updated_at first");
-    let mut sorted = seen.clone();
-    sorted.sort();
-    sorted.dedup();
-    assert_eq!(sorted.len(), 7, "each session exactly once: {seen:?}");
+    assert_eq!(seen, ["s6", "s5", "s4", "s3", "s2", "s1", "s0"], "newest created first");
 
     let all = s.call("session/list", json!({}));
     assert_eq!(all["next_cursor"], Value::Null);
     let stamps: Vec<&str> =
-        all["sessions"].as_array().unwrap().iter().map(|i| i["updated_at"].as_str().unwrap()).collect();
+        all["sessions"].as_array().unwrap().iter().map(|i| i["created_at"].as_str().unwrap()).collect();
     assert!(stamps.windows(2).all(|w| w[0] >= w[1]), "{stamps:?}");
 
     s.fail("session/list", json!({"limit": 0}), -32602);
     s.fail("session/list", json!({"limit": 1001}), -32602);
     assert_eq!(s.call("session/list", json!({"limit": 1000}))["sessions"].as_array().unwrap().len(), 7);
-    s.fail("session/list", json!({"cursor": "garbage"}), -32602);
+    for made_up in ["garbage", "2026-01-01T00:00:00.000000Z", "2026-01-01T00:00:00.000000Z/a b", "x/s1"] {
+        let error = s.fail("session/list", json!({"cursor": made_up}), -32602);
+        assert!(error["message"].as_str().unwrap().contains("cursor"), "{error}");
+    }
 }
 
 fn user(s: &mut Server, session: &str, text: &str) -> String {
@@ -196,6 +209,7 @@ crate::every_store!(
     bad_session_ids,
     update_and_revisions,
     delete,
+    delete_checks_the_revision,
     list_pagination,
     fork_at_a_message,
     fork_survives_parent_deletion,

@@ -37,6 +37,8 @@ pub struct FromDictParams {
     replace: bool,
     #[serde(default)]
     repair: bool,
+    #[serde(default)]
+    expected_revision: Option<u64>,
 }
 
 /// `to_dict`'s output, the generic agent library's `to_dict` (`system` may be spelled
@@ -87,6 +89,6 @@ pub async fn from_dict(ctx: Arc<Ctx>, p: FromDictParams) -> Result<Imported> {
         },
         messages,
     };
-    let info = ctx.store.import(import, p.replace).await?;
+    let info = ctx.store.import(import, p.replace, p.expected_revision).await?;
     Ok(Imported { info, repaired })
 }

@@ -1,6 +1,7 @@
-//! The methods of protocol version 1, registered in one `RpcModule`. Each handler parses
-//! its params (the one edge where wire JSON becomes domain values), calls the store and
-//! returns a result that serializes to the documented shape.
+//! The methods of protocol version 1, registered in one `RpcModule` by one table (name,
+//! where it runs, handler). Each handler parses its params (the one edge where wire JSON
+//! becomes domain values), calls the store and returns a result that serializes to the
+//! documented shape.
 
 mod dict;
 mod lifecycle;
@@ -8,6 +9,7 @@ mod messages;
 mod provider;
 mod sessions;
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
 
@@ -40,48 +42,74 @@ pub struct Ctx {
     pub method_names: OnceLock<Vec<&'static str>>,
 }
 
-pub fn module(ctx: Ctx) -> Methods {
-    let ctx = Arc::new(ctx);
-    let mut m = RpcModule::from_arc(ctx.clone());
-    register(&mut m, "initialize", lifecycle::initialize);
-    register(&mut m, "shutdown", lifecycle::shutdown);
-    register(&mut m, "session/create", sessions::create);
-    register(&mut m, "session/get", sessions::get);
-    register(&mut m, "session/list", sessions::list);
-    register(&mut m, "session/update", sessions::update);
-    register(&mut m, "session/delete", sessions::delete);
-    register(&mut m, "session/fork", sessions::fork);
-    register(&mut m, "session/clear", sessions::clear);
-    register(&mut m, "session/add_user", messages::add_user);
-    register(&mut m, "session/add_assistant", messages::add_assistant);
-    register(&mut m, "session/add_tool_result", messages::add_tool_result);
-    register(&mut m, "session/add_message", messages::add_message);
-    register(&mut m, "session/add_messages", messages::add_messages);
-    register(&mut m, "session/history", messages::history);
-    register(&mut m, "session/trim", messages::trim);
-    register(&mut m, "session/to_dict", dict::to_dict);
-    register(&mut m, "session/from_dict", dict::from_dict);
-    register(&mut m, "session/export", provider::export);
-    register(&mut m, "session/validate", provider::validate);
-    register(&mut m, "session/count_tokens", provider::count_tokens);
-    let mut names: Vec<&'static str> = m.method_names().collect();
-    names.sort_unstable();
-    let _ = ctx.method_names.set(names);
-    m.into()
+/// Where a method runs: on the thread that reads, orders and writes frames, or (with
+/// its params parsed and its reply serialized) on the CPU pool, because its params,
+/// its work or its reply can be large.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runs {
+    Inline,
+    Pool,
 }
 
-fn register<P, T, F, Fut>(m: &mut RpcModule<Ctx>, name: &'static str, handler: F)
-where
-    P: DeserializeOwned + Send + 'static,
-    T: Serialize + Clone + Send + 'static,
-    F: Fn(Arc<Ctx>, P) -> Fut + Copy + Send + Sync + 'static,
-    Fut: Future<Output = Result<T>> + Send + 'static,
-{
-    let result = m.register_async_method(name, move |params: Params<'static>, ctx, _| async move {
-        handler(ctx, parse::<P>(&params)?).await
-    });
-    if let Err(e) = result {
-        unreachable!("method {name} registered twice: {e}");
+/// The registered methods, and the ones that run on the CPU pool.
+pub struct Registry {
+    pub methods: Methods,
+    pub pooled: HashSet<&'static str>,
+}
+
+pub fn module(ctx: Ctx) -> Registry {
+    use Runs::{Inline, Pool};
+    let ctx = Arc::new(ctx);
+    let mut t = Table { module: RpcModule::from_arc(ctx.clone()), pooled: HashSet::new() };
+    t.add("initialize", Inline, lifecycle::initialize);
+    t.add("shutdown", Inline, lifecycle::shutdown);
+    t.add("session/create", Inline, sessions::create);
+    t.add("session/get", Inline, sessions::get);
+    t.add("session/list", Inline, sessions::list);
+    t.add("session/update", Inline, sessions::update);
+    t.add("session/delete", Inline, sessions::delete);
+    t.add("session/fork", Inline, sessions::fork);
+    t.add("session/clear", Inline, sessions::clear);
+    t.add("session/add_user", Inline, messages::add_user);
+    t.add("session/add_assistant", Inline, messages::add_assistant);
+    t.add("session/add_tool_result", Inline, messages::add_tool_result);
+    t.add("session/add_message", Inline, messages::add_message);
+    t.add("session/add_messages", Pool, messages::add_messages);
+    t.add("session/history", Pool, messages::history);
+    t.add("session/trim", Pool, messages::trim);
+    t.add("session/to_dict", Pool, dict::to_dict);
+    t.add("session/from_dict", Pool, dict::from_dict);
+    t.add("session/export", Pool, provider::export);
+    t.add("session/validate", Pool, provider::validate);
+    t.add("session/count_tokens", Pool, provider::count_tokens);
+    let mut names: Vec<&'static str> = t.module.method_names().collect();
+    names.sort_unstable();
+    let _ = ctx.method_names.set(names);
+    Registry { methods: t.module.into(), pooled: t.pooled }
+}
+
+struct Table {
+    module: RpcModule<Ctx>,
+    pooled: HashSet<&'static str>,
+}
+
+impl Table {
+    fn add<P, T, F, Fut>(&mut self, name: &'static str, runs: Runs, handler: F)
+    where
+        P: DeserializeOwned + Send + 'static,
+        T: Serialize + Clone + Send + 'static,
+        F: Fn(Arc<Ctx>, P) -> Fut + Copy + Send + Sync + 'static,
+        Fut: Future<Output = Result<T>> + Send + 'static,
+    {
+        let result = self.module.register_async_method(name, move |params: Params<'static>, ctx, _| async move {
+            handler(ctx, parse::<P>(&params)?).await
+        });
+        if let Err(e) = result {
+            unreachable!("method {name} registered twice: {e}");
+        }
+        if runs == Runs::Pool {
+            self.pooled.insert(name);
+        }
     }
 }
 

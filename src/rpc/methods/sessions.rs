@@ -91,8 +91,8 @@ pub struct Deleted {
     deleted: bool,
 }
 
-pub async fn delete(ctx: Arc<Ctx>, p: SessionParams) -> Result<Deleted> {
-    ctx.store.delete(p.session_id.as_str()).await?;
+pub async fn delete(ctx: Arc<Ctx>, p: RevisionParams) -> Result<Deleted> {
+    ctx.store.delete(p.session_id.as_str(), p.expected_revision).await?;
     Ok(Deleted { deleted: true })
 }
 

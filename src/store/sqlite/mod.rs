@@ -1,5 +1,7 @@
 //! The SQLite backend (`--store sqlite:PATH`, the default): WAL mode, one writer thread
-//! with group commit, reads on pooled read-only connections off the async thread. Every
+//! with group commit, reads on read-only connections off the async thread: at most
+//! `READERS` at once (a bounded pool: threads and file descriptors do not grow with the
+//! number of concurrent requests), at most `IDLE_READERS` kept open between reads. Every
 //! mutation reads what it needs and checks the revision inside its own `BEGIN IMMEDIATE`
 //! transaction, and nothing is cached between requests, so several convo processes can
 //! share one database without losing an update.
@@ -16,6 +18,7 @@ use async_trait::async_trait;
 use rusqlite::{Connection, params};
 
 use crate::error::{Error, Result};
+use crate::pool::Pool;
 use crate::session::{
     Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, check_revision, new_session_id, now, plan_append,
 };
@@ -25,11 +28,17 @@ use rows::{SESSION_COLUMNS, SessionRow, require_session};
 pub use schema::Settings;
 use schema::sql;
 
+/// How many reads run at once, each on its own connection and thread.
+const READERS: usize = 8;
+/// How many read connections stay open while no read needs them.
+const IDLE_READERS: usize = 2;
+
 pub struct SqliteStore {
     path: PathBuf,
     settings: Settings,
     writer: writer::Writer,
-    readers: Arc<Mutex<Vec<Connection>>>,
+    reads: Pool,
+    idle: Arc<Mutex<Vec<Connection>>>,
 }
 
 impl SqliteStore {
@@ -40,7 +49,13 @@ impl SqliteStore {
         let conn = schema::open_writer(path, settings)?;
         let reader = schema::open_reader(path, settings)?;
         let writer = writer::Writer::spawn(conn).map_err(|e| Error::StorageUnavailable(e.to_string()))?;
-        Ok(SqliteStore { path: path.to_owned(), settings, writer, readers: Arc::new(Mutex::new(vec![reader])) })
+        Ok(SqliteStore {
+            path: path.to_owned(),
+            settings,
+            writer,
+            reads: Pool::new("sqlite reader", READERS),
+            idle: Arc::new(Mutex::new(vec![reader])),
+        })
     }
 
     /// Runs `work` in a read transaction (one snapshot) on a blocking thread.
@@ -49,22 +64,23 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
-        let (pool, path, settings) = (self.readers.clone(), self.path.clone(), self.settings);
-        tokio::task::spawn_blocking(move || {
-            let pooled = pool.lock().unwrap_or_else(PoisonError::into_inner).pop();
-            let conn = match pooled {
-                Some(conn) => conn,
-                None => schema::open_reader(&path, settings)?,
-            };
-            let result = conn.execute_batch("BEGIN").map_err(sql).and_then(|()| work(&conn));
-            let ended = conn.execute_batch("COMMIT");
-            if ended.is_ok() {
-                pool.lock().unwrap_or_else(PoisonError::into_inner).push(conn);
-            }
-            result
-        })
-        .await
-        .map_err(|_| Error::Internal("a database read panicked".into()))?
+        let (idle, path, settings) = (self.idle.clone(), self.path.clone(), self.settings);
+        self.reads
+            .run(move || {
+                let pooled = idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
+                let conn = match pooled {
+                    Some(conn) => conn,
+                    None => schema::open_reader(&path, settings)?,
+                };
+                let result = conn.execute_batch("BEGIN").map_err(sql).and_then(|()| work(&conn));
+                let ended = conn.execute_batch("COMMIT");
+                let mut idle = idle.lock().unwrap_or_else(PoisonError::into_inner);
+                if ended.is_ok() && idle.len() < IDLE_READERS {
+                    idle.push(conn);
+                }
+                result
+            })
+            .await?
     }
 }
 
@@ -134,10 +150,10 @@ impl Store for SqliteStore {
 
     async fn list(&self, limit: usize, after: Option<ListKey>) -> Result<Vec<SessionInfo>> {
         self.read(move |c| {
-            let (at, id) = after.map_or((None, None), |k| (Some(k.updated_at), Some(k.session_id)));
+            let (at, id) = after.map_or((None, None), |k| (Some(k.created_at), Some(k.session_id)));
             let query = format!(
-                "SELECT {SESSION_COLUMNS} FROM sessions WHERE ?1 IS NULL OR (updated_at, session_id) < (?1, ?2) \
-                 ORDER BY updated_at DESC, session_id DESC LIMIT ?3"
+                "SELECT {SESSION_COLUMNS} FROM sessions WHERE ?1 IS NULL OR (created_at, session_id) < (?1, ?2) \
+                 ORDER BY created_at DESC, session_id DESC LIMIT ?3"
             );
             c.prepare_cached(&query)
                 .and_then(|mut s| s.query_map(params![at, id, limit as i64], rows::session)?.collect())
@@ -166,11 +182,12 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn delete(&self, session_id: &str) -> Result<()> {
+    async fn delete(&self, session_id: &str, expected_revision: Option<u64>) -> Result<()> {
         let id = session_id.to_owned();
         self.writer
             .write(move |c| {
                 let row = require_session(c, &id)?;
+                check_revision(expected_revision, row.info.revision)?;
                 c.execute("DELETE FROM sessions WHERE session_id = ?1", [&id]).map_err(sql)?;
                 chain::reclaim(c, row.segment)
             })
@@ -284,7 +301,7 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn import(&self, import: Import, replace: bool) -> Result<SessionInfo> {
+    async fn import(&self, import: Import, replace: bool, expected_revision: Option<u64>) -> Result<SessionInfo> {
         self.writer
             .write(move |c| {
                 let n = import.messages.len() as u64;
@@ -292,6 +309,13 @@ impl Store for SqliteStore {
                     Some(id) if replace => rows::load_session(c, id)?,
                     _ => None,
                 };
+                match (&existing, &import.session_id) {
+                    (Some(old), _) => check_revision(expected_revision, old.info.revision)?,
+                    (None, Some(id)) if replace && expected_revision.is_some() => {
+                        return Err(Error::SessionNotFound(id.clone()));
+                    }
+                    _ => {}
+                }
                 let segment = chain::new_segment(c, None, 0)?;
                 insert_all(c, segment, 0, &import.messages)?;
                 let Some(old) = existing else {

@@ -64,6 +64,10 @@ const MIGRATIONS: &[&str] = &[
         refs  INTEGER NOT NULL
     ) WITHOUT ROWID;
     "#,
+    // 2: `session/list` walks sessions by creation, which never changes.
+    r#"
+    CREATE INDEX sessions_by_creation ON sessions(created_at DESC, session_id DESC);
+    "#,
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -1,0 +1,110 @@
+//! The memory a connection may hold for its client (`--max-pending-bytes`): the bytes
+//! of requests read but not yet answered, and of replies made but not yet written, each
+//! stay under the budget.
+//!
+//! - A frame takes its size from the input budget before it is handled and gives it
+//!   back once its reply is queued; while the budget is spent the connection reads
+//!   nothing more, so the client meets back-pressure in its pipe.
+//! - A reply takes its size from the output budget before it is queued and gives it back
+//!   once written. A request starts only when it holds one of `MAX_RUNNING` places and
+//!   the output budget has room, so a client that sends much and reads nothing holds
+//!   the server at about the budget plus `MAX_RUNNING` replies, however many requests
+//!   it sends.
+//!
+//! Something larger than the whole budget takes all of it, and so passes alone.
+
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// How many requests may run at once (past their session's order, not yet replied).
+pub const MAX_RUNNING: usize = 32;
+
+/// The default budget, for input and for output each.
+pub const DEFAULT_PENDING_BYTES: usize = 256 * 1024 * 1024;
+
+/// A part of the budget, given back when dropped.
+pub type Hold = OwnedSemaphorePermit;
+
+#[derive(Clone, Debug)]
+pub struct Budget {
+    bytes: u32,
+    input: Arc<Semaphore>,
+    output: Arc<Semaphore>,
+    running: Arc<Semaphore>,
+}
+
+impl Budget {
+    /// A budget of `bytes` (at most `u32::MAX`) for input and for output each.
+    pub fn new(bytes: usize) -> Self {
+        let bytes = u32::try_from(bytes).unwrap_or(u32::MAX).max(1);
+        Budget {
+            bytes,
+            input: Arc::new(Semaphore::new(bytes as usize)),
+            output: Arc::new(Semaphore::new(bytes as usize)),
+            running: Arc::new(Semaphore::new(MAX_RUNNING)),
+        }
+    }
+
+    fn share(&self, len: usize) -> u32 {
+        u32::try_from(len).unwrap_or(u32::MAX).clamp(1, self.bytes)
+    }
+
+    /// Waits until a frame of `len` bytes fits in the input budget.
+    pub async fn input(&self, len: usize) -> Option<Hold> {
+        self.input.clone().acquire_many_owned(self.share(len)).await.ok()
+    }
+
+    /// Waits until a reply of `len` bytes fits in the output budget.
+    pub async fn output(&self, len: usize) -> Option<Hold> {
+        self.output.clone().acquire_many_owned(self.share(len)).await.ok()
+    }
+
+    /// Waits for a place to run in and for room in the output budget (behind every
+    /// reply already waiting for room).
+    pub async fn start(&self) -> Option<Hold> {
+        let place = self.running.clone().acquire_owned().await.ok()?;
+        drop(self.output.acquire().await.ok()?);
+        Some(place)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    async fn blocks<T>(f: impl std::future::Future<Output = T>) -> bool {
+        tokio::time::timeout(Duration::from_millis(50), f).await.is_err()
+    }
+
+    #[tokio::test]
+    async fn a_spent_budget_holds_the_next_frame_until_a_reply_is_queued() {
+        let budget = Budget::new(100);
+        let first = budget.input(60).await;
+        assert!(blocks(budget.input(60)).await);
+        drop(first);
+        assert!(budget.input(60).await.is_some());
+    }
+
+    #[tokio::test]
+    async fn nothing_starts_while_unwritten_replies_fill_the_output_budget() {
+        let budget = Budget::new(100);
+        let written_later = budget.output(1000).await.expect("larger than the budget: takes it all");
+        assert!(blocks(budget.start()).await);
+        drop(written_later);
+        assert!(budget.start().await.is_some());
+    }
+
+    #[tokio::test]
+    async fn at_most_max_running_requests_run() {
+        let budget = Budget::new(100);
+        let mut running = Vec::new();
+        for _ in 0..MAX_RUNNING {
+            running.push(budget.start().await);
+        }
+        assert!(blocks(budget.start()).await);
+        running.pop();
+        assert!(budget.start().await.is_some());
+    }
+}
