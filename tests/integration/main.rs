@@ -3,6 +3,7 @@
 
 mod harness;
 
+mod config;
 mod dict;
 mod durable;
 mod export;
