@@ -33,9 +33,14 @@ struct Cli {
     durability: Durability,
 
     /// How long a write waits for another process holding the database before it fails
-    /// with error 1006.
-    #[arg(long, default_value_t = 5000, value_name = "MS")]
+    /// with error 1006; at most 2147483647 (SQLite keeps it in a C int).
+    #[arg(long, default_value_t = 5000, value_name = "MS", value_parser = clap::value_parser!(u64).range(0..=i32::MAX as u64))]
     busy_timeout_ms: u64,
+
+    /// Open the SQLite file even when it, or the -wal, -shm or -journal file beside it,
+    /// is a symbolic link (refused otherwise; links among the folders above are fine).
+    #[arg(long)]
+    follow_symlinks: bool,
 
     /// How frames are delimited: `auto` reads the first byte (`{` or `[` selects
     /// newline-delimited JSON, anything else LSP headers).
@@ -72,6 +77,7 @@ enum FramingArg {
 }
 
 fn main() -> ExitCode {
+    ignore_sigxfsz();
     let cli = Cli::parse();
     if let Err(e) = init_logging(cli.log_level.as_deref()) {
         eprintln!("convo: {e}");
@@ -80,6 +86,7 @@ fn main() -> ExitCode {
     let settings = SqliteSettings {
         full_durability: cli.durability == Durability::Full,
         busy_timeout: std::time::Duration::from_millis(cli.busy_timeout_ms),
+        follow_symlinks: cli.follow_symlinks,
     };
     let store = match cli.store.open(settings) {
         Ok(store) => store,
@@ -121,6 +128,17 @@ fn main() -> ExitCode {
             eprintln!("convo: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// A write past the file-size limit (`ulimit -f`, RLIMIT_FSIZE) raises SIGXFSZ, whose
+/// default action ends the process without a word. Ignored, the write fails with EFBIG
+/// instead: that request gets 1006 and the server goes on.
+fn ignore_sigxfsz() {
+    // SAFETY: only sets a disposition to "ignore", before any other thread exists; no
+    // handler is installed.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
 }
 

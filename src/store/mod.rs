@@ -98,7 +98,7 @@ pub trait Store: Send + Sync + 'static {
 }
 
 /// The backends `--store` can name: `memory`, `sqlite` (the default path) or
-/// `sqlite:PATH`.
+/// `sqlite:PATH`, a file name (never an SQLite URI) in a folder that exists.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreSpec {
     Memory,
@@ -128,17 +128,13 @@ impl StoreSpec {
     pub fn open(&self, settings: SqliteSettings) -> Result<Arc<dyn Store>> {
         match self {
             StoreSpec::Memory => Ok(Arc::new(MemoryStore::default())),
-            StoreSpec::Sqlite(path) => {
-                let path = match path.clone().or_else(default_sqlite_path) {
-                    Some(path) => path,
-                    None => {
-                        return Err(crate::Error::StorageUnavailable(
-                            "no home folder to keep sessions in; give --store sqlite:PATH".into(),
-                        ));
-                    }
-                };
-                Ok(Arc::new(SqliteStore::open(&path, settings)?))
-            }
+            StoreSpec::Sqlite(Some(path)) => Ok(Arc::new(SqliteStore::open(path, settings)?)),
+            StoreSpec::Sqlite(None) => match default_sqlite_path() {
+                Some(path) => Ok(Arc::new(SqliteStore::open_creating_folders(&path, settings)?)),
+                None => Err(crate::Error::StorageUnavailable(
+                    "no home folder to keep sessions in; give --store sqlite:PATH".into(),
+                )),
+            },
         }
     }
 }

@@ -73,14 +73,35 @@ impl Server {
         Server::spawn(Backend::Sqlite, None, framing, &[&["--store", &store], args].concat())
     }
 
+    /// As `on_file`, with the command adjusted by `prepare` first (a limit set in
+    /// `pre_exec`, a working folder).
+    pub fn on_file_with(
+        path: &std::path::Path,
+        framing: Framing,
+        args: &[&str],
+        prepare: impl FnOnce(&mut Command),
+    ) -> Server {
+        let store = format!("sqlite:{}", path.display());
+        let mut command = Command::new(env!("CARGO_BIN_EXE_convo"));
+        command.args(["--store", &store]).args(args);
+        prepare(&mut command);
+        Server::spawn_command(Backend::Sqlite, None, framing, command)
+    }
+
     fn spawn(backend: Backend, dir: Option<tempfile::TempDir>, framing: Framing, args: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_convo"))
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn convo");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_convo"));
+        command.args(args);
+        Server::spawn_command(backend, dir, framing, command)
+    }
+
+    fn spawn_command(
+        backend: Backend,
+        dir: Option<tempfile::TempDir>,
+        framing: Framing,
+        mut command: Command,
+    ) -> Server {
+        let mut child =
+            command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn convo");
         let stdout = child.stdout.take().unwrap();
         let (tx, replies) = mpsc::channel();
         std::thread::spawn(move || read_frames(BufReader::new(stdout), framing, tx));

@@ -4,6 +4,7 @@
 mod harness;
 
 mod bounds;
+mod config;
 mod dict;
 mod durable;
 mod export;

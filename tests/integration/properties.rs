@@ -67,7 +67,11 @@ impl Subject {
 
     fn sqlite() -> Subject {
         let dir = tempfile::tempdir().unwrap();
-        let settings = SqliteSettings { full_durability: false, busy_timeout: std::time::Duration::from_secs(5) };
+        let settings = SqliteSettings {
+            full_durability: false,
+            busy_timeout: std::time::Duration::from_secs(5),
+            follow_symlinks: false,
+        };
         let store = SqliteStore::open(&dir.path().join("p.db"), settings).unwrap();
         Subject::new(Arc::new(store), Some(dir))
     }

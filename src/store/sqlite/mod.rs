@@ -7,6 +7,7 @@
 //! share one database without losing an update.
 
 mod chain;
+mod file;
 mod rows;
 mod schema;
 mod writer;
@@ -42,20 +43,40 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
-    /// Opens (creating when missing) the database at `path`; fails at once, with a
-    /// message that names the path, when it cannot be used.
+    /// Opens (creating when missing) the database file at `path`, in a folder that must
+    /// exist; fails at once, with a message that names the path, when it cannot be used,
+    /// and then leaves nothing behind (see `file`).
     pub fn open(path: &Path, settings: Settings) -> Result<Self> {
-        schema::prepare_path(path)?;
-        let conn = schema::open_writer(path, settings)?;
-        let reader = schema::open_reader(path, settings)?;
-        let writer = writer::Writer::spawn(conn).map_err(|e| Error::StorageUnavailable(e.to_string()))?;
-        Ok(SqliteStore {
-            path: path.to_owned(),
-            settings,
-            writer,
-            reads: Pool::new("sqlite reader", READERS),
-            idle: Arc::new(Mutex::new(vec![reader])),
-        })
+        Self::open_claimed(file::claim(path, false, settings.follow_symlinks)?, settings)
+    }
+
+    /// As `open`, creating the missing folders above `path` (0700): for the default
+    /// location only.
+    pub fn open_creating_folders(path: &Path, settings: Settings) -> Result<Self> {
+        Self::open_claimed(file::claim(path, true, settings.follow_symlinks)?, settings)
+    }
+
+    fn open_claimed(claim: file::Claim, settings: Settings) -> Result<Self> {
+        let path = claim.path.clone();
+        let opened = schema::open_writer(&path, settings).and_then(|conn| {
+            let reader = schema::open_reader(&path, settings)?;
+            let writer = writer::Writer::spawn(conn).map_err(|e| Error::StorageUnavailable(e.to_string()))?;
+            Ok((writer, reader))
+        });
+        match opened {
+            Ok((writer, reader)) => Ok(SqliteStore {
+                path,
+                settings,
+                writer,
+                reads: Pool::new("sqlite reader", READERS),
+                idle: Arc::new(Mutex::new(vec![reader])),
+            }),
+            Err(e) => {
+                // Every connection is closed by now.
+                claim.release();
+                Err(e)
+            }
+        }
     }
 
     /// Runs `work` in a read transaction (one snapshot) on a blocking thread.

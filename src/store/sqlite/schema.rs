@@ -1,9 +1,7 @@
-//! Opening a database: the file and folder with owner-only permissions, connection
+//! Connecting to a database file that `file::claim` made ready: open flags, connection
 //! settings, and the schema's ordered migrations. A database written by a newer convo
 //! is refused, never modified.
 
-use std::fs::{DirBuilder, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::Duration;
 
@@ -72,38 +70,30 @@ const MIGRATIONS: &[&str] = &[
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-/// How a connection waits for another process's write lock.
+/// How the database file is opened and how its connections behave.
 #[derive(Debug, Clone, Copy)]
 pub struct Settings {
+    /// An fsync per commit (`--durability full`).
     pub full_durability: bool,
+    /// How long a connection waits for another process's write lock.
     pub busy_timeout: Duration,
+    /// Open the database through a symbolic link (`--follow-symlinks`).
+    pub follow_symlinks: bool,
 }
 
-/// Creates the folder (0700) and the file (0600) when missing.
-pub fn prepare_path(path: &Path) -> Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| unavailable(format!("cannot create {}: {e}", dir.display())))?;
-    }
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
-        .map(drop)
-        .map_err(|e| unavailable(format!("cannot open {}: {e}", path.display())))
+/// The flags of every connection: never `SQLITE_OPEN_CREATE` (the file exists already)
+/// nor `SQLITE_OPEN_URI` (the path is a file name), and no symbolic link unless asked.
+fn flags(access: OpenFlags, settings: Settings) -> OpenFlags {
+    let flags = access | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if settings.follow_symlinks { flags } else { flags | OpenFlags::SQLITE_OPEN_NOFOLLOW }
 }
 
 /// The connection that writes: WAL, the durability asked for, and the schema brought
 /// up to date.
 pub fn open_writer(path: &Path, settings: Settings) -> Result<Connection> {
-    let mut conn =
-        Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-            .map_err(|e| unavailable(format!("cannot open {}: {e}", path.display())))?;
-    conn.busy_timeout(settings.busy_timeout).map_err(sql)?;
+    let mut conn = Connection::open_with_flags(path, flags(OpenFlags::SQLITE_OPEN_READ_WRITE, settings))
+        .map_err(|e| cannot_open(path, e))?;
+    conn.busy_timeout(settings.busy_timeout).map_err(|e| cannot_open(path, e))?;
     // Check before anything can write: a newer or foreign database stays untouched. One
     // statement, so another process migrating meanwhile is seen whole or not at all.
     let (version, tables): (i64, i64) = retry_busy(settings, || {
@@ -119,12 +109,12 @@ pub fn open_writer(path: &Path, settings: Settings) -> Result<Connection> {
     refuse_foreign(version, tables, path)?;
     let mode: String =
         retry_busy(settings, || conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0)))
-            .map_err(sql)?;
+            .map_err(|e| cannot_open(path, e))?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(unavailable(format!("{} cannot use WAL mode (got {mode})", path.display())));
     }
     let sync = if settings.full_durability { "FULL" } else { "NORMAL" };
-    conn.pragma_update(None, "synchronous", sync).map_err(sql)?;
+    conn.pragma_update(None, "synchronous", sync).map_err(|e| cannot_open(path, e))?;
     migrate(&mut conn, path)?;
     Ok(conn)
 }
@@ -159,9 +149,9 @@ fn refuse_newer(version: i64, path: &Path) -> Result<()> {
 
 /// A connection that only reads.
 pub fn open_reader(path: &Path, settings: Settings) -> Result<Connection> {
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-        .map_err(|e| unavailable(format!("cannot open {}: {e}", path.display())))?;
-    conn.busy_timeout(settings.busy_timeout).map_err(sql)?;
+    let conn = Connection::open_with_flags(path, flags(OpenFlags::SQLITE_OPEN_READ_ONLY, settings))
+        .map_err(|e| cannot_open(path, e))?;
+    conn.busy_timeout(settings.busy_timeout).map_err(|e| cannot_open(path, e))?;
     Ok(conn)
 }
 
@@ -175,7 +165,7 @@ fn refuse_foreign(version: i64, tables: i64, path: &Path) -> Result<()> {
 
 fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
     // The write lock first: two processes starting at once migrate one after the other.
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| cannot_open(path, e))?;
     let (version, tables): (i64, i64) = tx
         .query_row(
             "SELECT (SELECT user_version FROM pragma_user_version), \
@@ -183,15 +173,20 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
-        .map_err(sql)?;
+        .map_err(|e| cannot_open(path, e))?;
     refuse_newer(version, path)?;
     refuse_foreign(version, tables, path)?;
     for (i, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-        tx.execute_batch(migration).map_err(sql)?;
-        tx.pragma_update(None, "user_version", i as i64 + 1).map_err(sql)?;
+        tx.execute_batch(migration).map_err(|e| cannot_open(path, e))?;
+        tx.pragma_update(None, "user_version", i as i64 + 1).map_err(|e| cannot_open(path, e))?;
         tracing::info!(version = i + 1, "database schema migrated");
     }
-    tx.commit().map_err(sql)
+    tx.commit().map_err(|e| cannot_open(path, e))
+}
+
+/// A failure while opening `path`, named in the message.
+pub fn cannot_open(path: &Path, e: impl std::fmt::Display) -> Error {
+    unavailable(format!("cannot open {}: {e}", path.display()))
 }
 
 pub fn unavailable(message: String) -> Error {
