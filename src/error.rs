@@ -47,7 +47,7 @@ pub enum Error {
     #[error("storage unavailable: {0}")]
     StorageUnavailable(String),
     /// `at_message_id` names no message of the session.
-    #[error("message not found: {0}")]
+    #[error("message not found: {}", quote(.0))]
     MessageNotFound(String),
     /// A bug: an invariant did not hold.
     #[error("internal error: {0}")]
@@ -61,3 +61,35 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A client's string as an error message shows it: quoted as JSON, so that any character
+/// shows as itself and only control characters, `"` and `\` are escaped, and cut after
+/// 128 characters (`…` after the closing quote says so).
+pub fn quote(s: &str) -> String {
+    const MAX: usize = 128;
+    let (shown, cut) = match s.char_indices().nth(MAX) {
+        Some((end, _)) => (&s[..end], "…"),
+        None => (s, ""),
+    };
+    // Serializing a `str` cannot fail.
+    let quoted = serde_json::to_string(shown).unwrap_or_default();
+    format!("{quoted}{cut}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quote_shows_characters_as_json_does() {
+        let cases = [
+            ("plain", r#""plain""#.to_owned()),
+            ("e\u{301} \u{1F600}", "\"e\u{301} \u{1F600}\"".to_owned()),
+            ("tab\tbell\u{7}\"\\", r#""tab\tbell\u0007\"\\""#.to_owned()),
+            (&"é".repeat(200), format!("\"{}\"…", "é".repeat(128))),
+        ];
+        for (given, want) in cases {
+            assert_eq!(quote(given), want, "{given}");
+        }
+    }
+}

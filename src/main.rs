@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
+use convo::error::quote;
 use convo::rpc::{self, framing::Framing};
 
 /// Many small, short-lived allocations per request (frames, params, replies): mimalloc
@@ -153,7 +154,7 @@ fn stdio() -> std::io::Result<(rpc::Source, rpc::Sink)> {
 
 fn init_logging(level: Option<&str>) -> Result<(), String> {
     let filter = match level {
-        Some(level) => EnvFilter::try_new(level).map_err(|e| format!("invalid --log-level {level:?}: {e}"))?,
+        Some(level) => EnvFilter::try_new(level).map_err(|e| format!("invalid --log-level {}: {e}", quote(level)))?,
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
     };
     tracing_subscriber::fmt()

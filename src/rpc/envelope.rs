@@ -80,8 +80,14 @@ impl<'a> Envelope<'a> {
         if self.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
             return invalid("`jsonrpc` must be \"2.0\"");
         }
-        if self.id.is_some() && id.is_none() {
-            return invalid("`id` must be a string, a number or null");
+        if let Some(given) = self.id
+            && id.is_none()
+        {
+            return invalid(if given.get().starts_with('"') {
+                LONE_SURROGATE_ID
+            } else {
+                "`id` must be a string, a number or null"
+            });
         }
         let Some(method) = self.method else {
             return match (id, self.result, self.error) {
@@ -91,7 +97,11 @@ impl<'a> Envelope<'a> {
             };
         };
         let Ok(method) = serde_json::from_str::<Cow<str>>(method.get()) else {
-            return invalid("`method` must be a string");
+            return invalid(if method.get().starts_with('"') {
+                "`method` must be valid Unicode: it holds a lone surrogate escape"
+            } else {
+                "`method` must be a string"
+            });
         };
         // `"params": null` is read as no params, as many LSP clients send it.
         let params = self.params.filter(|p| p.get() != "null");
@@ -104,12 +114,14 @@ impl<'a> Envelope<'a> {
     }
 }
 
-/// A string, `null`, or a number a double holds (`1e999` is not: echoed back, it would
-/// be a reply most clients cannot read).
+const LONE_SURROGATE_ID: &str = "`id` must be valid Unicode: it holds a lone surrogate escape";
+
+/// A string, `null`, or a number a double holds. Echoed back, `1e999` or a string with
+/// a lone surrogate escape would make a reply most clients cannot read.
 fn is_valid_id(id: &RawValue) -> bool {
     let s = id.get();
     s == "null"
-        || s.starts_with('"')
+        || (s.starts_with('"') && serde_json::from_str::<Cow<str>>(s).is_ok())
         || (s.starts_with(|c: char| c == '-' || c.is_ascii_digit())
             && serde_json::from_str::<serde_json::Number>(s).is_ok()
             && s.parse::<f64>().is_ok_and(f64::is_finite))
@@ -148,6 +160,8 @@ mod tests {
             // Found by the dispatch fuzz target: a number no f64 holds.
             (r#"{"jsonrpc":"2.0","id":17e7778,"method":"m"}"#, None),
             (r#"{"jsonrpc":"2.0","id":2,"method":5}"#, Some("2")),
+            (r#"{"jsonrpc":"2.0","id":"\ud800","method":"m"}"#, None),
+            (r#"{"jsonrpc":"2.0","id":5,"method":"m\udc00"}"#, Some("5")),
             (r#"{"jsonrpc":"2.0","id":3,"method":"m","params":"x"}"#, Some("3")),
             (r#"{"jsonrpc":"2.0","id":4}"#, Some("4")),
             (r#"{"foo":1}"#, None),

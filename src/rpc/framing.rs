@@ -6,6 +6,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use crate::error::quote;
+
 /// How many leading bytes of an oversized frame are kept to find its id.
 const ID_PREFIX: usize = 64 * 1024;
 /// The longest header line kept; a longer one makes the header block malformed.
@@ -329,7 +331,7 @@ fn parse_length(value: &[u8]) -> Result<u64, String> {
         .ok()
         .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|v| v.parse::<u64>().ok())
-        .ok_or_else(|| format!("invalid Content-Length {:?}", String::from_utf8_lossy(value)))
+        .ok_or_else(|| format!("invalid Content-Length {}", quote(&String::from_utf8_lossy(value))))
 }
 
 fn find_content_length(line: &[u8]) -> Option<usize> {

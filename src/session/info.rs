@@ -3,21 +3,16 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, quote};
 use crate::session::message::Message;
+use crate::session::stamp;
 
-/// Checks a client-chosen session id: 1–128 characters of `A-Z a-z 0-9 . _ : -`.
-pub fn check_session_id(id: &str) -> Result<()> {
+/// Checks a client-chosen session id: 1–128 characters of `A-Z a-z 0-9 . _ : -`. The
+/// reason names no field: the caller (or the serde path) does.
+pub fn check_session_id(id: &str) -> Result<(), String> {
     let ok = (1..=128).contains(&id.len())
         && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::invalid(format!(
-            "session id must be 1-128 characters of A-Z a-z 0-9 . _ : - (got {:?})",
-            truncate(id, 140)
-        )))
-    }
+    if ok { Ok(()) } else { Err(format!("must be 1-128 characters of A-Z a-z 0-9 . _ : -, got {}", quote(id))) }
 }
 
 /// A session id that passed `check_session_id`.
@@ -36,9 +31,9 @@ impl SessionId {
 }
 
 impl TryFrom<String> for SessionId {
-    type Error = Error;
+    type Error = String;
 
-    fn try_from(id: String) -> Result<Self> {
+    fn try_from(id: String) -> Result<Self, String> {
         check_session_id(&id)?;
         Ok(SessionId(id))
     }
@@ -47,14 +42,6 @@ impl TryFrom<String> for SessionId {
 /// A new server-chosen session id: a UUID v7, so ids sort by creation time.
 pub fn new_session_id() -> String {
     uuid::Uuid::now_v7().to_string()
-}
-
-fn truncate(s: &str, max: usize) -> &str {
-    let mut end = s.len().min(max);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -145,19 +132,14 @@ impl ListKey {
 
     /// A cursor this server made; anything else is refused.
     pub fn from_cursor(cursor: &str) -> Result<Self> {
-        let refuse = || Error::invalid(format!("cursor: not one session/list returned: {}", quoted(cursor, 140)));
+        let refuse =
+            || Error::invalid(format!("cursor: must be a cursor session/list returned, got {}", quote(cursor)));
         let (created_at, session_id) = cursor.split_once('/').ok_or_else(refuse)?;
-        if humantime::parse_rfc3339(created_at).is_err() || check_session_id(session_id).is_err() {
+        if stamp::normalize(created_at).ok().as_deref() != Some(created_at) || check_session_id(session_id).is_err() {
             return Err(refuse());
         }
         Ok(ListKey { created_at: created_at.into(), session_id: session_id.into() })
     }
-}
-
-/// `s` as a JSON string (so a person sees its characters, and control characters as
-/// escapes), cut to at most `max` bytes.
-pub fn quoted(s: &str, max: usize) -> String {
-    serde_json::to_string(truncate(s, max)).unwrap_or_default()
 }
 
 /// Checks an optional revision a mutation was given against the stored one.
@@ -181,6 +163,10 @@ mod tests {
         assert!(check_session_id("a b").is_err());
         assert!(check_session_id("é").is_err());
         assert!(check_session_id(&"é".repeat(100)).is_err());
+        assert_eq!(
+            check_session_id("a b\u{301}\u{7}"),
+            Err("must be 1-128 characters of A-Z a-z 0-9 . _ : -, got \"a b\u{301}\\u0007\"".to_owned())
+        );
     }
 
     #[test]

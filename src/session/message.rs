@@ -4,7 +4,8 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, quote};
+use crate::session::stamp::{self, now};
 
 /// The content of the result stored or shown for a call that never got one.
 pub const CANCELLED_CONTENT: &str = "Cancelled — connection was lost before this tool ran.";
@@ -80,11 +81,6 @@ pub fn new_message_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 
-/// The current time as a fixed-width RFC 3339 string, so time stamps sort as text.
-pub fn now() -> String {
-    humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string()
-}
-
 /// A message as a client sends it. Unknown fields are ignored; `id` and `created_at`
 /// are honoured only on import.
 #[derive(Debug, Deserialize)]
@@ -108,10 +104,14 @@ pub struct MessageInput {
     pub created_at: Option<String>,
 }
 
-/// Whether a message's given `id` and `created_at` are kept (import) or replaced.
+/// How a message comes in: appended now, or imported with the history it belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Identity {
+    /// Appended (`add_*`): a new id and time stamp; given ones are ignored. It must be a
+    /// message a provider would take, so an assistant message must say something.
     Fresh,
+    /// Imported (`from_dict`): a given `id` and `created_at` are kept (the time stamp in
+    /// its canonical form), and the message is kept as given.
     Keep,
 }
 
@@ -141,6 +141,13 @@ impl MessageInput {
         if let Some(images) = &self.images {
             check_images(images)?;
         }
+        if identity == Identity::Fresh
+            && self.role == Role::Assistant
+            && tool_calls.is_none()
+            && is_empty(&self.content)
+        {
+            return Err(Error::invalid(EMPTY_ASSISTANT));
+        }
         let mut message = Message {
             tool_call_id,
             tool_calls,
@@ -152,18 +159,29 @@ impl MessageInput {
         if identity == Identity::Keep {
             if let Some(id) = self.id {
                 if id.is_empty() {
-                    return Err(Error::invalid("a message id must not be empty"));
+                    return Err(Error::invalid("id: must not be empty"));
                 }
                 message.id = Some(id);
             }
             if let Some(at) = self.created_at {
-                if !is_rfc3339(&at) {
-                    return Err(Error::invalid(format!("created_at is not an RFC 3339 time stamp: {at:?}")));
-                }
-                message.created_at = at;
+                message.created_at =
+                    stamp::normalize(&at).map_err(|why| Error::invalid(format!("created_at: {why}")))?;
             }
         }
         Ok(message)
+    }
+}
+
+/// Why an appended assistant message with no text and no tool calls is refused.
+const EMPTY_ASSISTANT: &str = "an assistant message needs text or tool_calls: every provider refuses an empty one";
+
+/// Content that says nothing: null, `""` or no content parts.
+fn is_empty(content: &Value) -> bool {
+    match content {
+        Value::Null => true,
+        Value::String(s) => s.is_empty(),
+        Value::Array(parts) => parts.is_empty(),
+        _ => false,
     }
 }
 
@@ -183,12 +201,12 @@ pub fn check_content(content: &Value) -> Result<()> {
         Value::Array(parts) => {
             for (i, part) in parts.iter().enumerate() {
                 if !part.get("type").is_some_and(Value::is_string) {
-                    return Err(Error::invalid(format!("content part {i} must be an object with a string `type`")));
+                    return Err(Error::invalid(format!("content[{i}]: must be an object with a string `type`")));
                 }
             }
             Ok(())
         }
-        _ => Err(Error::invalid("content must be a string, an array of content parts or null")),
+        _ => Err(Error::invalid("content: must be a string, an array of content parts or null")),
     }
 }
 
@@ -197,10 +215,12 @@ fn check_tool_calls(calls: Vec<Value>) -> Result<Vec<Value>> {
     for (i, call) in calls.iter().enumerate() {
         let id = match call_id(call) {
             Some(id) if call.is_object() && !id.is_empty() => id,
-            _ => return Err(Error::invalid(format!("tool call {i} must be an object with a non-empty string `id`"))),
+            _ => {
+                return Err(Error::invalid(format!("tool_calls[{i}]: must be an object with a non-empty string `id`")));
+            }
         };
         if !seen.insert(id) {
-            return Err(Error::invalid(format!("tool call id {id:?} appears twice in one message")));
+            return Err(Error::invalid(format!("tool_calls[{i}]: the id {} appears twice in one message", quote(id))));
         }
     }
     Ok(calls)
@@ -214,49 +234,13 @@ fn check_images(images: &[String]) -> Result<()> {
     );
     for (i, image) in images.iter().enumerate() {
         if image.is_empty() {
-            return Err(Error::invalid(format!("image {i} is empty")));
+            return Err(Error::invalid(format!("images[{i}]: must not be empty")));
         }
         if let Err(e) = BASE64.decode(image) {
-            return Err(Error::invalid(format!("image {i} is not valid base64: {e}")));
+            return Err(Error::invalid(format!("images[{i}]: must be base64: {e}")));
         }
     }
     Ok(())
-}
-
-/// `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`, the profile of RFC 3339 time stamps.
-fn is_rfc3339(s: &str) -> bool {
-    let b = s.as_bytes();
-    let digits = |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
-    let fixed = b.len() >= 20
-        && digits(0..4)
-        && b[4] == b'-'
-        && digits(5..7)
-        && b[7] == b'-'
-        && digits(8..10)
-        && matches!(b[10], b'T' | b't' | b' ')
-        && digits(11..13)
-        && b[13] == b':'
-        && digits(14..16)
-        && b[16] == b':'
-        && digits(17..19);
-    if !fixed {
-        return false;
-    }
-    let mut rest = &b[19..];
-    if let [b'.', tail @ ..] = rest {
-        let n = tail.iter().take_while(|c| c.is_ascii_digit()).count();
-        if n == 0 {
-            return false;
-        }
-        rest = &tail[n..];
-    }
-    let offset_ok = match rest {
-        [b'Z' | b'z'] => true,
-        [b'+' | b'-', h1, h2, b':', m1, m2] => [h1, h2, m1, m2].iter().all(|c| c.is_ascii_digit()),
-        _ => false,
-    };
-    // The calendar fields must also make a real date and time.
-    offset_ok && humantime::parse_rfc3339_weak(std::str::from_utf8(&b[..19]).unwrap_or("")).is_ok()
 }
 
 #[cfg(test)]
@@ -296,13 +280,28 @@ mod tests {
     }
 
     #[test]
-    fn time_stamps() {
-        assert!(is_rfc3339(&now()));
-        assert!(is_rfc3339("2024-01-01T10:00:00.123456+02:00"));
-        assert!(is_rfc3339("2024-01-01T10:00:00Z"));
-        assert!(!is_rfc3339("2024-13-01T10:00:00Z"));
-        assert!(!is_rfc3339("2024-01-01T10:00:00"));
-        assert!(!is_rfc3339("yesterday"));
-        assert_eq!(now().len(), "2024-01-01T10:00:00.000000Z".len());
+    fn imported_time_stamps_are_kept_in_canonical_form() {
+        let m = input(json!({"role": "user", "created_at": "2024-01-01t10:00:00.5+02:00"})).unwrap();
+        assert_eq!(m.created_at, "2024-01-01T08:00:00.500000Z");
+        let e = input(json!({"role": "user", "created_at": "2024-01-01T10:00:60Z"})).unwrap_err();
+        assert!(e.to_string().starts_with("invalid params: created_at: must be an RFC 3339 time stamp"), "{e}");
+        // An appended message gets the server's own stamp, whatever it was given.
+        let fresh = serde_json::from_value::<MessageInput>(json!({"role": "user", "created_at": "junk"})).unwrap();
+        assert_ne!(fresh.into_message(Identity::Fresh).unwrap().created_at, "junk");
+    }
+
+    #[test]
+    fn an_appended_assistant_message_must_say_something() {
+        let append = |v: Value| serde_json::from_value::<MessageInput>(v).unwrap().into_message(Identity::Fresh);
+        for empty in [json!(null), json!(""), json!([])] {
+            let m = json!({"role": "assistant", "content": empty, "tool_calls": []});
+            assert_eq!(append(m.clone()).unwrap_err().to_string(), format!("invalid params: {EMPTY_ASSISTANT}"));
+            assert!(input(m).is_ok(), "an import keeps it as given");
+        }
+        assert!(append(json!({"role": "assistant"})).is_err());
+        assert!(append(json!({"role": "assistant", "content": " "})).is_ok());
+        assert!(append(json!({"role": "assistant", "content": [{"type": "text", "text": "x"}]})).is_ok());
+        assert!(append(json!({"role": "assistant", "tool_calls": [{"id": "a"}]})).is_ok());
+        assert!(append(json!({"role": "user", "content": ""})).is_ok(), "only assistant messages");
     }
 }

@@ -5,12 +5,14 @@ pub mod export;
 mod info;
 mod message;
 mod rules;
+mod stamp;
 pub mod tokens;
 
 pub use info::{
     Fields, ForkPoint, Import, ListKey, Patch, SessionId, SessionInfo, check_revision, check_session_id, new_session_id,
 };
 pub use message::{
-    CANCELLED_CONTENT, Identity, Message, MessageInput, Role, call_id, check_content, new_message_id, now, role_name,
+    CANCELLED_CONTENT, Identity, Message, MessageInput, Role, call_id, check_content, new_message_id, role_name,
 };
 pub use rules::{Repaired, Tail, plan_append, plan_import, turns_cut};
+pub use stamp::now;

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use crate::error::{Error, Result, SequenceReason};
+use crate::error::{Error, Result, SequenceReason, quote};
 use crate::session::message::{Message, Role};
 
 /// The trailing tool-call group of a history: the calls of the last assistant message
@@ -59,11 +59,14 @@ impl Tail {
         };
         let detail = match reason {
             SequenceReason::NoPendingToolCalls => {
-                format!("no tool call is waiting for a result, so the result for {tool_call_id:?} is not accepted")
+                format!(
+                    "no tool call is waiting for a result, so the result for {} is not accepted",
+                    quote(tool_call_id)
+                )
             }
-            SequenceReason::Duplicate => format!("tool call {tool_call_id:?} already has a result"),
+            SequenceReason::Duplicate => format!("tool call {} already has a result", quote(tool_call_id)),
             SequenceReason::UnknownToolCall => {
-                format!("the last tool-call group has no call with id {tool_call_id:?}")
+                format!("the last tool-call group has no call with id {}", quote(tool_call_id))
             }
         };
         Err(Error::InvalidSequence { reason, tool_call_id: tool_call_id.to_owned(), detail })
@@ -118,7 +121,7 @@ pub fn plan_import(messages: Vec<Message>, repair: bool) -> Result<(Vec<Message>
         if let Some(id) = &m.id
             && !ids.insert(id.as_str())
         {
-            return Err(Error::invalid(format!("message id {id:?} appears twice")));
+            return Err(Error::invalid(format!("message id {} appears twice", quote(id))));
         }
     }
     let mut tail = Tail::default();

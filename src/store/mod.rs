@@ -113,7 +113,7 @@ impl std::str::FromStr for StoreSpec {
             None if s == "memory" => Ok(StoreSpec::Memory),
             None if s == "sqlite" => Ok(StoreSpec::Sqlite(None)),
             Some(("sqlite", path)) if !path.is_empty() => Ok(StoreSpec::Sqlite(Some(path.into()))),
-            _ => Err(format!("unknown store {s:?}: use memory, sqlite or sqlite:PATH")),
+            _ => Err(format!("unknown store {}: use memory, sqlite or sqlite:PATH", crate::error::quote(s))),
         }
     }
 }

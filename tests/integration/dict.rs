@@ -131,4 +131,44 @@ fn imports_that_need_repair(s: &mut Server) {
     s.fail("session/from_dict", json!({}), -32602);
 }
 
-crate::every_store!(round_trip, agent_library_format, imports_that_need_repair);
+/// Issue 9, item 7: `created_at` is RFC 3339 as the RFC defines it, kept in one form
+/// (UTC, `Z`, six digits of fraction) so that stamps sort as text.
+fn imported_time_stamps(s: &mut Server) {
+    let kept = [
+        ("2024-01-01T08:00:00.5+00:00", "2024-01-01T08:00:00.500000Z"),
+        ("2024-01-01t10:00:00z", "2024-01-01T10:00:00.000000Z"),
+        ("2024-01-01T10:00:00.123456789+02:00", "2024-01-01T08:00:00.123456Z"),
+        ("2024-01-01T01:30:00+05:30", "2023-12-31T20:00:00.000000Z"),
+        ("2024-02-29T23:59:59.999999Z", "2024-02-29T23:59:59.999999Z"),
+    ];
+    let messages: Vec<_> =
+        kept.iter().map(|(at, _)| json!({"role": "user", "content": "x", "created_at": at})).collect();
+    s.call("session/from_dict", json!({"data": {"session_id": "times", "messages": messages}}));
+    let stored = s.call("session/to_dict", json!({"session_id": "times"}));
+    let got: Vec<&str> =
+        stored["messages"].as_array().unwrap().iter().map(|m| m["created_at"].as_str().unwrap()).collect();
+    assert_eq!(got, kept.map(|(_, want)| want));
+
+    let refused = [
+        ("2024-01-01T10:00:00+25:99", "its offset hour is missing or not valid"),
+        ("2024-01-01T10:00:00+01:99", "offset minute must be in the range -59..=59"),
+        ("2016-12-31T23:59:60Z", "leap seconds (second 60) are not accepted"),
+        ("2024-01-01T10:00:60Z", "second must be in the range 0..=59 because leap seconds are not supported"),
+        ("2024-01-01T10:00:00.123456789012345678Z", "at most 9 digits of fraction (nanoseconds) are accepted"),
+        ("2023-02-29T10:00:00Z", "day must be in the range 1..=28 for the given month and year"),
+        ("2024-01-01T10:00:00", "its offset hour is missing or not valid"),
+    ];
+    for (at, why) in refused {
+        let data =
+            json!({"session_id": "bad-time", "messages": [{"role": "user"}, {"role": "user", "created_at": at}]});
+        let e = s.fail("session/from_dict", json!({"data": data}), -32602);
+        let want = format!(
+            "invalid params: data.messages[1]: created_at: must be an RFC 3339 time stamp \
+             (YYYY-MM-DDTHH:MM:SS[.fraction] then Z or +HH:MM or -HH:MM), got \"{at}\": {why}"
+        );
+        assert_eq!(e["message"], want);
+    }
+    s.fail("session/get", json!({"session_id": "bad-time"}), 1001);
+}
+
+crate::every_store!(round_trip, agent_library_format, imports_that_need_repair, imported_time_stamps);

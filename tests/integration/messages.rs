@@ -277,6 +277,72 @@ fn bad_messages_store_nothing(s: &mut Server) {
     assert_eq!(s.call("session/get", json!({"session_id": "b"}))["revision"], 0);
 }
 
+/// Issue 9, item 10: every provider refuses an assistant message with neither text nor
+/// tool calls, so an append refuses it; an import keeps it as given.
+fn an_appended_assistant_message_must_say_something(s: &mut Server) {
+    const WHY: &str = "an assistant message needs text or tool_calls: every provider refuses an empty one";
+    session(s, "q");
+    for params in [json!({}), json!({"text": null}), json!({"text": ""}), json!({"text": "", "tool_calls": []})] {
+        let mut params = params;
+        params["session_id"] = json!("q");
+        let e = s.fail("session/add_assistant", params, -32602);
+        assert_eq!(e["message"], format!("invalid params: {WHY}"));
+    }
+    for content in [Value::Null, json!(""), json!([])] {
+        let message = json!({"role": "assistant", "content": content});
+        let e = s.fail("session/add_message", json!({"session_id": "q", "message": message}), -32602);
+        assert_eq!(e["message"], format!("invalid params: message: {WHY}"));
+        let e = s.fail(
+            "session/add_messages",
+            json!({"session_id": "q", "messages": [{"role": "user", "content": "hi"}, message]}),
+            -32602,
+        );
+        assert_eq!(e["message"], format!("invalid params: messages[1]: {WHY}"));
+    }
+    assert_eq!(stored(s, "q").len(), 0, "nothing of a refused request is stored");
+    s.call("session/add_assistant", json!({"session_id": "q", "text": " "}));
+    s.call(
+        "session/add_message",
+        json!({"session_id": "q", "message": {"role": "assistant", "content": [{"type": "text", "text": "x"}]}}),
+    );
+
+    let imported = s.call(
+        "session/from_dict",
+        json!({"data": {"session_id": "kept", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": ""}]}}),
+    );
+    assert_eq!(imported["message_count"], 2, "an import keeps it");
+    assert_eq!(stored(s, "kept")[1]["content"], "");
+}
+
+/// Issue 9, item 10: the prefix once, and the client's strings quoted as JSON.
+fn error_messages_say_each_thing_once(s: &mut Server) {
+    let e = s.fail("session/add_user", json!({"session_id": "a b\u{301}\u{7}", "text": "x"}), -32602);
+    assert_eq!(
+        e["message"],
+        "invalid params: session_id: must be 1-128 characters of A-Z a-z 0-9 . _ : -, got \"a b\u{301}\\u0007\""
+    );
+    session(s, "y");
+    let e = s.fail(
+        "session/add_messages",
+        json!({"session_id": "y", "messages": [{"role": "assistant", "tool_calls": [{"id": "é\u{301}"}, {"id": "é\u{301}"}]}]}),
+        -32602,
+    );
+    assert_eq!(
+        e["message"],
+        "invalid params: messages[0]: tool_calls[1]: the id \"é\u{301}\" appears twice in one message"
+    );
+    let e = s.fail("session/add_user", json!({"session_id": "y", "text": 5}), -32602);
+    assert_eq!(e["message"], "invalid params: text: invalid type: integer `5`, expected a string");
+    let e = s.fail("session/add_user", json!({"session_id": "y", "text": "x", "images": ["", "aGk="]}), -32602);
+    assert_eq!(e["message"], "invalid params: images[0]: must not be empty");
+    let e =
+        s.fail("session/add_tool_result", json!({"session_id": "y", "tool_call_id": "\u{301}x", "content": "r"}), 1004);
+    assert_eq!(
+        e["message"],
+        "invalid sequence: no tool call is waiting for a result, so the result for \"\u{301}x\" is not accepted"
+    );
+}
+
 fn expected_revision_on_appends(s: &mut Server) {
     session(s, "e");
     s.call("session/add_user", json!({"session_id": "e", "text": "a", "expected_revision": 0}));
@@ -298,5 +364,7 @@ crate::every_store!(
     history_pages_over_the_repaired_view,
     trim_by_turns,
     bad_messages_store_nothing,
+    an_appended_assistant_message_must_say_something,
+    error_messages_say_each_thing_once,
     expected_revision_on_appends,
 );

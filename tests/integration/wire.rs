@@ -119,6 +119,9 @@ fn malformed_and_invalid(s: &mut Server) {
         // Regression (fuzz target dispatch): an id no client could read back is invalid.
         (br#"{"jsonrpc":"2.0","id":17e7778,"method":"session/list"}"#, -32600, Value::Null),
         (br#"{"foo":1}"#, -32600, Value::Null),
+        // Issue 9: echoed back, a string id with a lone surrogate could not be read either.
+        (br#"{"jsonrpc":"2.0","id":"\ud800","method":"session/list"}"#, -32600, Value::Null),
+        (br#"{"jsonrpc":"2.0","id":10,"method":"session/list\udc00"}"#, -32600, json!(10)),
         (br#"{"jsonrpc":"2.0","id":8,"method":"session/list","params":{"limit":"ten"}}"#, -32602, json!(8)),
         (br#"{"jsonrpc":"2.0","id":9,"method":"nope/nope"}"#, -32601, json!(9)),
     ];
@@ -130,6 +133,46 @@ fn malformed_and_invalid(s: &mut Server) {
         crate::harness::check_error(&reply["error"]);
         still_serving(s);
     }
+}
+
+/// Issue 9, item 10: a `\uXXXX` escape of a lone surrogate names no character. Such a
+/// string is refused, by a message that says so, wherever it is.
+fn lone_surrogates_are_refused_plainly(s: &mut Server) {
+    s.call("session/create", json!({"session_id": "u"}));
+    let cases: &[(&str, i64, &str)] = &[
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"session/add_user","params":{"session_id":"u","text":"\ud800"}}"#,
+            -32602,
+            r"invalid params: text: strings must be valid Unicode: \ud800 is a lone surrogate",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":2,"method":"session/add_user","params":{"session_id":"u","text":"ok \ud83d\ude00, not \uDC00\u0041"}}"#,
+            -32602,
+            r"invalid params: text: strings must be valid Unicode: \uDC00 is a lone surrogate",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":3,"method":"session/add_messages","params":{"session_id":"u","messages":[{"role":"user","content":"fine"},{"role":"user","metadata":{"k":"\ud800\ud800"}}]}}"#,
+            -32602,
+            r"invalid params: messages[1].metadata.k: strings must be valid Unicode: \ud800 is a lone surrogate",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":4,"method":"session/get\ud800","params":{"session_id":"u"}}"#,
+            -32600,
+            "invalid request: `method` must be valid Unicode: it holds a lone surrogate escape",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"\ud800","method":"session/get","params":{"session_id":"u"}}"#,
+            -32600,
+            "invalid request: `id` must be valid Unicode: it holds a lone surrogate escape",
+        ),
+    ];
+    for (frame, code, message) in cases {
+        let frame = s.framing.encode(frame.as_bytes());
+        s.send_raw(&frame);
+        let reply = s.recv();
+        assert_eq!((&reply["error"]["code"], &reply["error"]["message"]), (&json!(code), &json!(message)), "{reply}");
+    }
+    assert_eq!(s.call("session/get", json!({"session_id": "u"}))["message_count"], 0);
 }
 
 fn deeply_nested_json(s: &mut Server) {
@@ -213,7 +256,13 @@ crate::every_store!(
     batch_of_requests_notifications_and_errors
 );
 
-crate::both_framings!(ids_come_back_as_written, malformed_and_invalid, deeply_nested_json, stdin_closed_mid_frame,);
+crate::both_framings!(
+    ids_come_back_as_written,
+    malformed_and_invalid,
+    lone_surrogates_are_refused_plainly,
+    deeply_nested_json,
+    stdin_closed_mid_frame,
+);
 
 // Header-level faults exist only in LSP framing.
 

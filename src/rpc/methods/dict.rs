@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::error::Error;
 use crate::error::Result;
-use crate::rpc::methods::messages::at_index;
+use crate::rpc::methods::messages::within;
 use crate::rpc::methods::{Ctx, MAX_MESSAGES, SessionParams, check_count};
 use crate::session::{Fields, Identity, Import, Message, MessageInput, Repaired, SessionId, SessionInfo, plan_import};
 
@@ -76,7 +76,7 @@ pub async fn from_dict(ctx: Arc<Ctx>, p: FromDictParams) -> Result<Imported> {
         .unwrap_or_default()
         .into_iter()
         .enumerate()
-        .map(|(i, m)| m.into_message(Identity::Keep).map_err(|e| at_index(i, e)))
+        .map(|(i, m)| m.into_message(Identity::Keep).map_err(|e| within(&format!("data.messages[{i}]"), e)))
         .collect::<Result<Vec<_>>>()?;
     let (messages, repaired) = plan_import(messages, p.repair)?;
     let import = Import {

@@ -31,8 +31,7 @@ fn fresh(role: Role, content: Value) -> MessageInput {
     }
 }
 
-async fn add_one(ctx: &Ctx, session_id: &SessionId, input: MessageInput, expected: Option<u64>) -> Result<Added> {
-    let message = input.into_message(Identity::Fresh)?;
+async fn add_one(ctx: &Ctx, session_id: &SessionId, message: Message, expected: Option<u64>) -> Result<Added> {
     let Appended { mut message_ids, index, revision } =
         ctx.store.append(session_id.as_str(), vec![message], expected).await?;
     let message_id = message_ids.pop().ok_or_else(|| Error::Internal("append returned no id".into()))?;
@@ -51,7 +50,7 @@ pub struct AddUserParams {
 
 pub async fn add_user(ctx: Arc<Ctx>, p: AddUserParams) -> Result<Added> {
     let input = MessageInput { images: p.images, ..fresh(Role::User, Value::String(p.text)) };
-    add_one(&ctx, &p.session_id, input, p.expected_revision).await
+    add_one(&ctx, &p.session_id, input.into_message(Identity::Fresh)?, p.expected_revision).await
 }
 
 #[derive(Deserialize)]
@@ -68,7 +67,7 @@ pub struct AddAssistantParams {
 pub async fn add_assistant(ctx: Arc<Ctx>, p: AddAssistantParams) -> Result<Added> {
     let content = p.text.map_or(Value::Null, Value::String);
     let input = MessageInput { tool_calls: p.tool_calls, ..fresh(Role::Assistant, content) };
-    add_one(&ctx, &p.session_id, input, p.expected_revision).await
+    add_one(&ctx, &p.session_id, input.into_message(Identity::Fresh)?, p.expected_revision).await
 }
 
 #[derive(Deserialize)]
@@ -82,7 +81,7 @@ pub struct AddToolResultParams {
 
 pub async fn add_tool_result(ctx: Arc<Ctx>, p: AddToolResultParams) -> Result<Added> {
     let input = MessageInput { tool_call_id: Some(p.tool_call_id), ..fresh(Role::Tool, p.content) };
-    add_one(&ctx, &p.session_id, input, p.expected_revision).await
+    add_one(&ctx, &p.session_id, input.into_message(Identity::Fresh)?, p.expected_revision).await
 }
 
 #[derive(Deserialize)]
@@ -94,7 +93,8 @@ pub struct AddMessageParams {
 }
 
 pub async fn add_message(ctx: Arc<Ctx>, p: AddMessageParams) -> Result<Added> {
-    add_one(&ctx, &p.session_id, p.message, p.expected_revision).await
+    let message = p.message.into_message(Identity::Fresh).map_err(|e| within("message", e))?;
+    add_one(&ctx, &p.session_id, message, p.expected_revision).await
 }
 
 #[derive(Deserialize)]
@@ -117,16 +117,16 @@ pub async fn add_messages(ctx: Arc<Ctx>, p: AddMessagesParams) -> Result<AddedMa
         .messages
         .into_iter()
         .enumerate()
-        .map(|(i, m)| m.into_message(Identity::Fresh).map_err(|e| at_index(i, e)))
+        .map(|(i, m)| m.into_message(Identity::Fresh).map_err(|e| within(&format!("messages[{i}]"), e)))
         .collect::<Result<Vec<_>>>()?;
     let done = ctx.store.append(p.session_id.as_str(), messages, p.expected_revision).await?;
     Ok(AddedMany { message_ids: done.message_ids, revision: done.revision })
 }
 
-/// Names the message an error is about, in a list of them.
-pub fn at_index(i: usize, e: Error) -> Error {
+/// Names the member of the params (`messages[2]`) that an invalid-params error is about.
+pub fn within(path: &str, e: Error) -> Error {
     match e {
-        Error::InvalidParams(why) => Error::InvalidParams(format!("messages[{i}]: {why}")),
+        Error::InvalidParams(why) => Error::InvalidParams(format!("{path}: {why}")),
         other => other,
     }
 }
@@ -152,7 +152,7 @@ pub struct History {
 pub async fn history(ctx: Arc<Ctx>, p: HistoryParams) -> Result<History> {
     let offset = p.offset.unwrap_or(0);
     if p.limit.is_some_and(|l| l > MAX_MESSAGES) {
-        return Err(Error::invalid(format!("limit must be at most {MAX_MESSAGES}")));
+        return Err(Error::invalid(format!("limit: must be at most {MAX_MESSAGES}")));
     }
     // Without a limit, read one past the bound, to refuse rather than build a huge reply.
     let page = ctx.store.history(p.session_id.as_str(), offset, p.limit.or(Some(MAX_MESSAGES + 1))).await?;

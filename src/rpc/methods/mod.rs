@@ -6,6 +6,7 @@
 mod dict;
 mod lifecycle;
 mod messages;
+mod param_errors;
 mod provider;
 mod sessions;
 
@@ -125,8 +126,7 @@ fn parse<P: DeserializeOwned>(params: &Params) -> Result<P> {
         match serde_path_to_error::deserialize::<_, P>(&mut serde_json::Deserializer::from_str(raw)) {
             Err(e) => {
                 let path = e.path().to_string();
-                let inner = e.into_inner();
-                if path == "." { Error::invalid(inner) } else { Error::invalid(format!("{path}: {inner}")) }
+                param_errors::describe(raw, &path, e.into_inner())
             }
             Ok(_) => Error::invalid("params do not parse"),
         }

@@ -52,7 +52,7 @@ pub const MAX_LIST_LIMIT: u64 = 1000;
 pub async fn list(ctx: Arc<Ctx>, p: ListParams) -> Result<ListResult> {
     let limit = p.limit.unwrap_or(DEFAULT_LIST_LIMIT);
     if !(1..=MAX_LIST_LIMIT).contains(&limit) {
-        return Err(Error::invalid(format!("limit must be from 1 to {MAX_LIST_LIMIT}, not {limit}")));
+        return Err(Error::invalid(format!("limit: must be from 1 to {MAX_LIST_LIMIT}, got {limit}")));
     }
     let limit = limit as usize;
     let after = p.cursor.as_deref().map(ListKey::from_cursor).transpose()?;

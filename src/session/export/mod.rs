@@ -11,6 +11,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use crate::error::quote;
 use crate::session::message::{Message, Role, call_id};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -260,7 +261,7 @@ pub(crate) fn unexpressed_parts(index: usize, message: &Message, kept: &[&str], 
         if !matches!(kind, "text" | "image_url" | "image") && !kept.contains(&kind) {
             warnings.push(Warning {
                 index: Some(index),
-                message: format!("a content part of type {kind:?} has no counterpart and was left out"),
+                message: format!("a content part of type {} has no counterpart and was left out", quote(kind)),
             });
         }
     }

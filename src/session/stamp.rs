@@ -1,0 +1,147 @@
+//! Time stamps. Every `created_at` and `updated_at` the server stores is in one canonical
+//! form, `YYYY-MM-DDTHH:MM:SS.ffffffZ`: UTC, upper-case `T` and `Z`, exactly six digits
+//! of fraction. One width and one offset make comparing the text compare the times, which
+//! the stores rely on (history order, `session/list` order and cursors).
+//!
+//! The server makes its own stamps in that form; a stamp a client brings (`created_at` on
+//! import) must be RFC 3339 as its grammar defines it, and is rewritten in that form:
+//! converted to UTC, its fraction cut (not rounded) to microseconds.
+
+use time::format_description::BorrowedFormatItem;
+use time::format_description::well_known::Rfc3339;
+use time::macros::format_description;
+use time::{OffsetDateTime, UtcOffset};
+
+use crate::error::quote;
+
+const CANONICAL: &[BorrowedFormatItem<'static>] =
+    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z");
+
+/// The current time, in the canonical form.
+pub fn now() -> String {
+    canonical(OffsetDateTime::now_utc())
+}
+
+/// Checks an RFC 3339 time stamp and returns it in the canonical form, or says what is
+/// wrong with it (without naming the field, which the caller knows).
+///
+/// `time`'s RFC 3339 parser checks the calendar (no February 30), the clock and the offset
+/// (hours 00-23, minutes 00-59). It is looser than the RFC's grammar in three places,
+/// which are closed here: it takes any character between date and time, it reads a
+/// fraction of any length (digits past the ninth dropped), and it reads the leap second
+/// `23:59:60` at the end of a month as `23:59:59.999999999`.
+pub fn normalize(given: &str) -> Result<String, String> {
+    let refuse = |why: &str| Err(format!("must be an RFC 3339 time stamp ({SHAPE}), got {}: {why}", quote(given)));
+    let parsed = match OffsetDateTime::parse(given, &Rfc3339) {
+        Ok(parsed) => parsed,
+        Err(e) => return refuse(&reason(e)),
+    };
+    // A successful parse means `given` starts with `YYYY-MM-DD?HH:MM:SS`, all ASCII.
+    let b = given.as_bytes();
+    if !matches!(b[10], b'T' | b't' | b' ') {
+        return refuse("the date and the time must be separated by `T` (or a space)");
+    }
+    if &b[17..19] == b"60" {
+        return refuse("leap seconds (second 60) are not accepted");
+    }
+    if b.get(19) == Some(&b'.') && b[20..].iter().take_while(|c| c.is_ascii_digit()).count() > 9 {
+        return refuse("at most 9 digits of fraction (nanoseconds) are accepted");
+    }
+    match parsed.checked_to_offset(UtcOffset::UTC).filter(|utc| (0..=9999).contains(&utc.year())) {
+        Some(utc) => Ok(canonical(utc)),
+        None => refuse("in UTC it falls outside the years 0000-9999"),
+    }
+}
+
+/// What RFC 3339 allows, in brief, for error messages.
+const SHAPE: &str = "YYYY-MM-DDTHH:MM:SS[.fraction] then Z or +HH:MM or -HH:MM";
+
+/// `time`'s parse error in the words of this module's messages.
+fn reason(e: time::error::Parse) -> String {
+    use time::error::{Parse, ParseFromDescription as Syntax};
+    match e {
+        Parse::ParseFromDescription(Syntax::InvalidComponent("subsecond")) => {
+            "its fraction of a second is missing or not valid".into()
+        }
+        Parse::ParseFromDescription(Syntax::InvalidComponent(part)) => format!("its {part} is missing or not valid"),
+        Parse::ParseFromDescription(Syntax::InvalidLiteral { .. }) => "a `-` or `:` is missing or misplaced".into(),
+        Parse::ParseFromDescription(Syntax::UnexpectedTrailingCharacters { .. }) => {
+            "something follows the offset".into()
+        }
+        // Out of range: "day must be in the range 1..=28 for the given month and year".
+        other => other.to_string(),
+    }
+}
+
+fn canonical(t: OffsetDateTime) -> String {
+    match t.format(CANONICAL) {
+        Ok(s) => s,
+        // Only a write to a `Vec` that cannot fail, or a year past 9999, which `time`
+        // without `large-dates` cannot hold.
+        Err(e) => unreachable!("formatting {t}: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_servers_own_stamps_are_canonical() {
+        let t = now();
+        assert_eq!(normalize(&t).as_deref(), Ok(t.as_str()));
+        assert_eq!(t.len(), "2024-01-01T10:00:00.000000Z".len());
+    }
+
+    #[test]
+    fn valid_stamps_are_normalised_to_utc_microseconds() {
+        let cases = [
+            ("2024-01-01T10:00:00Z", "2024-01-01T10:00:00.000000Z"),
+            ("2024-01-01t10:00:00z", "2024-01-01T10:00:00.000000Z"),
+            ("2024-01-01 10:00:00Z", "2024-01-01T10:00:00.000000Z"),
+            ("2024-01-01T08:00:00.5+00:00", "2024-01-01T08:00:00.500000Z"),
+            ("2024-01-01T08:00:00.5-00:00", "2024-01-01T08:00:00.500000Z"),
+            ("2024-01-01T10:00:00.123456+02:00", "2024-01-01T08:00:00.123456Z"),
+            ("2024-01-01T01:30:00+05:30", "2023-12-31T20:00:00.000000Z"),
+            ("2023-12-31T23:00:00-23:59", "2024-01-01T22:59:00.000000Z"),
+            ("2024-02-29T12:00:00.123456789Z", "2024-02-29T12:00:00.123456Z"),
+            ("2024-01-01T00:00:00.9999999Z", "2024-01-01T00:00:00.999999Z"),
+            ("0000-01-01T00:00:00Z", "0000-01-01T00:00:00.000000Z"),
+            ("9999-12-31T23:59:59.999999999Z", "9999-12-31T23:59:59.999999Z"),
+        ];
+        for (given, want) in cases {
+            assert_eq!(normalize(given).as_deref(), Ok(want), "{given}");
+            assert_eq!(normalize(want).as_deref(), Ok(want), "the canonical form is a fixed point");
+        }
+    }
+
+    #[test]
+    fn invalid_stamps_are_refused_with_the_reason() {
+        let cases = [
+            ("2024-01-01T10:00:00+25:99", "offset hour"),
+            ("2024-01-01T10:00:00+23:60", "offset minute"),
+            ("2024-01-01T10:00:00+0100", "a `-` or `:` is missing"),
+            ("2024-01-01T10:00:60Z", "second"),
+            ("2016-12-31T23:59:60Z", "leap seconds"),
+            ("2024-01-01T10:00:00.1234567890Z", "at most 9 digits"),
+            ("2024-01-01T10:00:00.123456789012345678Z", "at most 9 digits"),
+            ("2024-01-01T10:00:00.Z", "fraction of a second"),
+            ("2023-02-29T10:00:00Z", "day"),
+            ("2024-04-31T10:00:00Z", "day"),
+            ("2024-13-01T10:00:00Z", "month"),
+            ("2024-01-01T24:00:00Z", "hour"),
+            ("2024-01-01T10:00:00", "offset hour"),
+            ("2024-01-01X10:00:00Z", "separated by `T`"),
+            ("2024-01-01T10:00:00Z ", "follows the offset"),
+            ("0000-01-01T00:30:00+01:00", "outside the years 0000-9999"),
+            ("9999-12-31T23:30:00-01:00", "outside the years 0000-9999"),
+            ("yesterday", "year"),
+            ("", "year"),
+        ];
+        for (given, why) in cases {
+            let e = normalize(given).expect_err(given);
+            assert!(e.starts_with(&format!("must be an RFC 3339 time stamp ({SHAPE}), got {}: ", quote(given))), "{e}");
+            assert!(e.contains(why), "{given}: {e}");
+        }
+    }
+}
