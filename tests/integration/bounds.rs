@@ -67,6 +67,39 @@ fn a_client_that_reads_nothing_meets_back_pressure_not_a_growing_server() {
     assert!(child.wait().unwrap().success());
 }
 
+/// Item 1: 40 large `add_user` waiting on a database another process holds locked used
+/// to be held in memory all at once. Now reading stops once their bytes fill the budget,
+/// and every one is stored once the lock is released.
+#[test]
+fn large_writes_waiting_on_a_locked_database_stay_within_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.db");
+    let args = ["--busy-timeout-ms", "60000", "--max-pending-bytes", "33554432"];
+    let mut s = Server::on_file(&path, Framing::Ndjson, &args);
+    s.call("session/create", json!({"session_id": "w"}));
+    let lock = rusqlite::Connection::open(&path).unwrap();
+    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let mut stdin = s.take_stdin();
+    let text = "z".repeat(10 * 1024 * 1024);
+    let writer = std::thread::spawn(move || {
+        for id in 100..140 {
+            let add = request(id, "session/add_user", json!({"session_id": "w", "text": text}));
+            stdin.write_all(add.as_bytes()).unwrap();
+        }
+        stdin
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let peak_mib = status(s.pid(), "VmHWM") / 1024;
+    assert!(peak_mib < 200, "peak RSS {peak_mib} MiB with 400 MB of writes waiting on a lock");
+    lock.execute_batch("ROLLBACK").unwrap();
+    for _ in 100..140 {
+        assert!(s.recv().get("result").is_some());
+    }
+    drop(writer.join().unwrap());
+    let mut other = Server::on_file(&path, Framing::Ndjson, &[]);
+    assert_eq!(other.call("session/get", json!({"session_id": "w"}))["message_count"], 40);
+}
+
 /// Item 1: a reply over --max-message-bytes is refused with 1005 and a hint to page,
 /// instead of a frame the client would refuse.
 fn a_reply_over_the_limit_is_refused_with_a_hint(s: &mut Server) {

@@ -412,3 +412,57 @@ proptest! {
         }
     }
 }
+
+/// JSON text as a client may write it: integers of any size, decimals of any precision,
+/// exponents, and objects whose members come in any order. (An exponent comes back as
+/// `e` with a sign, equal in meaning: `1E5` is `1e+5`; so these are written so.)
+fn json_text() -> impl Strategy<Value = String> {
+    let number = prop_oneof![
+        "-?(0|[1-9][0-9]{0,40})",
+        "-?(0|[1-9][0-9]{0,20})\\.[0-9]{1,40}",
+        "-?[1-9](\\.[0-9]{1,20})?e[+-][0-9]{1,3}",
+    ];
+    let leaf = prop_oneof![
+        Just("null".to_owned()),
+        any::<bool>().prop_map(|b| b.to_string()),
+        number,
+        any::<String>().prop_map(|s| serde_json::to_string(&s).unwrap()),
+    ];
+    leaf.prop_recursive(4, 48, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(|items| format!("[{}]", items.join(","))),
+            prop::collection::vec(("[a-z]{1,6}|\\PC{0,4}", inner), 0..6).prop_map(|members| {
+                let mut seen = HashSet::new();
+                let members: Vec<String> = members
+                    .into_iter()
+                    .filter(|(k, _)| seen.insert(k.clone()))
+                    .map(|(k, v)| format!("{}:{v}", serde_json::to_string(&k).unwrap()))
+                    .collect();
+                format!("{{{}}}", members.join(","))
+            }),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// Issue 9: any JSON value given (in metadata, tool-call arguments, content parts) is
+    /// returned equal, numbers and the order of object members included, by every store.
+    #[test]
+    fn any_json_value_given_comes_back_exactly(value in json_text()) {
+        for mut subject in [Subject::memory(), Subject::sqlite()] {
+            subject.call("session/create", json!({"session_id": "v"})).unwrap();
+            let frame = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"session/add_messages","params":{{"session_id":"v","messages":[{{"role":"user","content":[{{"type":"text","text":"t","value":{value}}}],"metadata":{{"value":{value}}}}},{{"role":"assistant","tool_calls":[{{"id":"c","name":"f","arguments":{{"value":{value}}}}}]}}]}}}}"#
+            );
+            let replies = subject.server.frame(frame.as_bytes());
+            prop_assert!(replies[0].contains(r#""result""#), "{}", replies[0]);
+            let history = subject.call("session/history", json!({"session_id": "v", "repair": false})).unwrap();
+            let messages = &history["messages"];
+            prop_assert_eq!(messages[0]["content"][0]["value"].to_string(), value.clone());
+            prop_assert_eq!(messages[0]["metadata"]["value"].to_string(), value.clone());
+            prop_assert_eq!(messages[1]["tool_calls"][0]["arguments"]["value"].to_string(), value.clone());
+        }
+    }
+}

@@ -103,7 +103,11 @@ impl Table {
         Fut: Future<Output = Result<T>> + Send + 'static,
     {
         let result = self.module.register_async_method(name, move |params: Params<'static>, ctx, _| async move {
-            handler(ctx, parse::<P>(&params)?).await
+            let parsed = parse::<P>(&params)?;
+            // The params' text is not needed once parsed: a large request holds its
+            // memory once, not twice, while it waits for the store.
+            drop(params);
+            handler(ctx, parsed).await
         });
         if let Err(e) = result {
             unreachable!("method {name} registered twice: {e}");
