@@ -49,14 +49,59 @@ pub enum Error {
     /// `at_message_id` names no message of the session.
     #[error("message not found: {}", quote(.0))]
     MessageNotFound(String),
+    /// The session changed while the host answered; its answer (`response`) was not
+    /// stored.
+    #[error(
+        "revision conflict: the session changed while the host answered (revision {expected}, now {current}); nothing was stored"
+    )]
+    StaleAnswer { expected: u64, current: u64, response: serde_json::Value },
+    /// The host's runtime failed, timed out, is absent or answered nonsense.
+    #[error("runtime failed: {detail}")]
+    RuntimeFailed { reason: RuntimeReason, error: Option<serde_json::Value>, detail: String },
+    /// `session/json`: the answer is not JSON or breaks the schema.
+    #[error("invalid output: the answer does not match the schema ({} error(s))", .errors.len())]
+    InvalidOutput { errors: Vec<(String, String)>, text: String },
+    /// `$/cancelRequest` ended the request; `message_ids` are what a stream kept.
+    #[error("request cancelled")]
+    Cancelled { message_ids: Vec<String> },
     /// A bug: an invariant did not hold.
     #[error("internal error: {0}")]
     Internal(String),
 }
 
+/// Why the host's runtime failed, carried as `data.reason` of error 1008.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeReason {
+    Error,
+    NoRuntime,
+    Timeout,
+    Disconnected,
+    InvalidResponse,
+}
+
+impl RuntimeReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuntimeReason::Error => "error",
+            RuntimeReason::NoRuntime => "no_runtime",
+            RuntimeReason::Timeout => "timeout",
+            RuntimeReason::Disconnected => "disconnected",
+            RuntimeReason::InvalidResponse => "invalid_response",
+        }
+    }
+}
+
 impl Error {
     pub fn invalid(detail: impl std::fmt::Display) -> Self {
         Error::InvalidParams(detail.to_string())
+    }
+
+    /// Names the member an invalid-params error is about (`messages[2]: …`).
+    pub fn within(self, path: &str) -> Self {
+        match self {
+            Error::InvalidParams(why) => Error::InvalidParams(format!("{path}: {why}")),
+            other => other,
+        }
     }
 }
 

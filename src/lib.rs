@@ -1,16 +1,21 @@
 //! convo keeps LLM conversation state for the programs that spawn it, speaking JSON-RPC
 //! 2.0 over stdio.
 //!
-//! - [`session`]: the domain — messages, sessions, and the conversation rules (tool-call
-//!   groups, "moving on cancels", repair, turns). Pure; no IO.
+//! - [`rpc`]: the wire — framing, classification, per-session ordering, the byte budget,
+//!   lifecycle, cancellation, the server's own requests to the client (`rpc::peer`), and
+//!   one table of methods, each a thin adapter from params to an [`ops`] call.
+//! - [`ops`]: the use-cases — append, the history view, trim to fit, import and export,
+//!   turns run through the host (the [`ops::Host`] trait, which `rpc` implements).
+//! - [`session`]: the domain — messages, sessions, drafts, and the conversation rules
+//!   (tool-call groups, "moving on cancels", repair, turns). Pure; no IO.
 //! - [`store`]: the [`store::Store`] trait and its backends, which apply those rules
 //!   atomically and keep the sessions.
-//! - [`rpc`]: the wire — framing, classification, per-session ordering, lifecycle, and
-//!   the methods registered in jsonrpsee's `RpcModule`.
+//! - [`pool`]: bounded pools of blocking work.
 //!
-//! Dependencies point inward: `rpc → session ← store`.
+//! Dependencies point inward: `rpc → ops → {session, store}`, `store → session`.
 
 pub mod error;
+pub mod ops;
 pub mod pool;
 pub mod rpc;
 pub mod session;

@@ -106,7 +106,7 @@ fn main() -> ExitCode {
         max_pending_bytes: usize::try_from(cli.max_pending_bytes).unwrap_or(usize::MAX),
     };
     // Blocking work runs on bounded pools (`convo::pool`); this is a ceiling under them.
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_io().max_blocking_threads(32).build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().max_blocking_threads(32).build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("convo: cannot start the runtime: {e}");

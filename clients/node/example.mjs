@@ -10,7 +10,8 @@ const child = spawn(binary, ["--store", "memory"], { stdio: ["pipe", "pipe", "in
 const rpc = createMessageConnection(new StreamMessageReader(child.stdout), new StreamMessageWriter(child.stdin));
 rpc.listen();
 
-const init = await rpc.sendRequest("initialize", {});
+// The host runtime (see below) wants provider-ready request bodies, in OpenAI's format.
+const init = await rpc.sendRequest("initialize", { runtime: { format: "openai_chat" } });
 console.log(`${init.server_info.name} ${init.server_info.version}, ${init.capabilities.framing} framing`);
 
 const { session_id } = await rpc.sendRequest("session/create", { system: "You are terse." });
@@ -32,6 +33,39 @@ await assert.rejects(rpc.sendRequest("session/add_tool_result", { session_id, to
   console.log(`error ${e.code}: ${e.data.reason}`);
   return e.code === 1004 && e.data.reason === "unknown_tool_call_id";
 });
+
+// The host runtime: this process owns the model, convo owns the conversation. For
+// session/run convo asks the host with a server → client request, `runtime/run` (id
+// "convo:<n>"), then stores the user message and the answer in one step.
+const input = "What is 2 + 2?";
+const usage = { input_tokens: 14, output_tokens: 1 };
+rpc.onRequest("runtime/run", (params) => {
+  assert.equal(params.purpose, "run");
+  assert.equal(params.system, "You are terse.");
+  assert.equal(params.temperature, 0, "0 is passed as 0");
+  const last = params.messages.at(-1);
+  assert.deepEqual([last.role, last.content], ["user", input]);
+  // What a provider SDK takes as is: here an OpenAI chat body, as initialize asked.
+  assert.equal(params.payload.messages.at(-1).content, input);
+  return { text: "4", usage, model: "example-model" };
+});
+const chat = await rpc.sendRequest("session/create", { system: "You are terse." });
+const run = await rpc.sendRequest("session/run", { session_id: chat.session_id, input, temperature: 0 });
+console.log(`run: ${JSON.stringify(run.text)}, revision ${run.revision}`);
+assert.equal(run.text, "4");
+assert.equal(run.tool_calls, null);
+assert.deepEqual(run.usage, usage);
+assert.equal(run.revision, 1);
+const after = await rpc.sendRequest("session/history", { session_id: chat.session_id });
+assert.deepEqual(
+  after.messages.map((m) => [m.role, m.content]),
+  [
+    ["user", input],
+    ["assistant", "4"],
+  ],
+);
+assert.deepEqual(after.messages.map((m) => m.id), run.message_ids);
+assert.deepEqual(after.messages[1].metadata, { usage, model: "example-model" });
 
 await rpc.sendRequest("shutdown");
 await rpc.sendNotification("exit");

@@ -11,31 +11,15 @@ use convo::store::MemoryStore;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
-const METHODS: &[&str] = &[
-    "initialize",
-    "session/create",
-    "session/get",
-    "session/list",
-    "session/update",
-    "session/delete",
-    "session/add_user",
-    "session/add_assistant",
-    "session/add_tool_result",
-    "session/add_message",
-    "session/add_messages",
-    "session/history",
-    "session/trim",
-    "session/fork",
-    "session/clear",
-    "session/to_dict",
-    "session/from_dict",
-    "session/export",
-    "session/validate",
-    "session/count_tokens",
-];
 
 thread_local! {
     static SERVER: RefCell<(LocalServer, u32)> = RefCell::new((fresh(), 0));
+    /// Every method the server registers, as `initialize` lists them.
+    static METHODS: Vec<String> = {
+        let init = fresh().call("initialize", serde_json::json!({})).expect("initialize");
+        let methods = init["capabilities"]["methods"].as_array().expect("a method list").clone();
+        methods.iter().filter_map(|m| m.as_str().map(str::to_owned)).collect()
+    };
 }
 
 fn fresh() -> LocalServer {
@@ -69,7 +53,7 @@ fuzz_target!(|data: &[u8]| {
         let frame = if *selector < 128 {
             rest.to_vec()
         } else {
-            let method = METHODS[*selector as usize % METHODS.len()];
+            let method = METHODS.with(|m| m[*selector as usize % m.len()].clone());
             let params = serde_json::from_slice::<Value>(rest)
                 .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(rest).into_owned()));
             serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string().into_bytes()

@@ -3,9 +3,9 @@
 //! session's order and within the byte budget (`rpc::budget`), and keeps the lifecycle
 //! (`shutdown`, `exit`, end of input).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::FutureExt as _;
 use futures_util::future::{BoxFuture, join_all, ready};
@@ -13,16 +13,17 @@ use jsonrpsee::types::{ErrorObjectOwned, Id, Params};
 use jsonrpsee::{ConnectionId, Extensions, MethodCallback, MethodResponse, Methods};
 use serde_json::value::RawValue;
 use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 
+use crate::ops::Call;
 use crate::pool::Pool;
 use crate::rpc::budget::Budget;
 use crate::rpc::envelope::{Element, Frame, classify};
-use crate::rpc::error::{
-    INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, plain, reply_too_large, too_large,
-};
+use crate::rpc::error::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, plain, too_large};
 use crate::rpc::framing::Incoming;
-use crate::rpc::methods::Registry;
-use crate::rpc::order::{self, Sequencer};
+use crate::rpc::methods::{Registry, Runs, Spec};
+use crate::rpc::order::{self, Sequencer, Turn};
+use crate::rpc::outgoing::{error_reply, with_id};
 use crate::rpc::peer::Peer;
 use crate::rpc::stdio::Input;
 use crate::rpc::writer::{Outbox, Reply};
@@ -37,9 +38,11 @@ type Pending = BoxFuture<'static, Option<Reply>>;
 
 pub struct Connection {
     methods: Methods,
-    /// Methods that run on `cpu`, off this thread.
-    pooled: HashSet<&'static str>,
+    /// How each method runs.
+    specs: HashMap<&'static str, Spec>,
     cpu: Pool,
+    /// The requests in progress that `$/cancelRequest` can reach, by id as written.
+    cancels: Arc<Mutex<HashMap<String, CancellationToken>>>,
     outbox: Outbox,
     peer: Arc<Peer>,
     sequencer: Arc<Sequencer>,
@@ -54,8 +57,9 @@ impl Connection {
     pub fn new(registry: Registry, outbox: Outbox, peer: Arc<Peer>, limits: &crate::rpc::Config) -> Self {
         Connection {
             methods: registry.methods,
-            pooled: registry.pooled,
+            specs: registry.specs,
             cpu: Pool::for_cpu("cpu"),
+            cancels: Arc::default(),
             outbox,
             peer,
             sequencer: Arc::default(),
@@ -87,6 +91,8 @@ impl Connection {
                 break;
             }
         }
+        // No answer can come from the client any more: what waits for one fails now.
+        self.peer.close();
         self.settle().await;
         self.exit_code.unwrap_or(0)
     }
@@ -117,6 +123,11 @@ impl Connection {
             }
             Frame::EmptyBatch => {
                 ready(Some(error_reply(None, plain(INVALID_REQUEST, "invalid request: empty batch")).into())).boxed()
+            }
+            // A stream's deltas are handed over here, in the order they arrived.
+            Frame::Single(Element::Call { id: None, method, params }) if method == "runtime/delta" => {
+                self.peer.delta(params).await;
+                return;
             }
             Frame::Single(element) => match self.element(element) {
                 Some(pending) => pending,
@@ -182,12 +193,29 @@ impl Connection {
             self.exit_code = Some(if self.shutting_down { 0 } else { 1 });
             return None;
         }
+        if id.is_none() {
+            match method {
+                "$/cancelRequest" => return self.cancel_request(params),
+                "runtime/delta" => {
+                    let (peer, params) = (self.peer.clone(), params.map(RawValue::to_owned));
+                    return Some(
+                        async move {
+                            peer.delta(params.as_deref()).await;
+                            None
+                        }
+                        .boxed(),
+                    );
+                }
+                _ => {}
+            }
+        }
         let reject =
             |error: ErrorObjectOwned| id.as_deref().map(|id| ready(Some(error_reply(Some(id), error).into())).boxed());
         if self.shutting_down {
             return reject(plain(INVALID_REQUEST, "invalid request: the server is shutting down"));
         }
-        let Some(callback) = self.methods.method(method).cloned() else {
+        let (Some(callback), Some(spec)) = (self.methods.method(method).cloned(), self.specs.get(method).copied())
+        else {
             if id.is_none() {
                 tracing::trace!(method, "ignoring a notification");
             }
@@ -196,26 +224,33 @@ impl Connection {
         if method == "shutdown" {
             self.shutting_down = true;
         }
-        let mut turn = self.sequencer.enter(order::keys(params));
-        let params = Params::new(params.map(RawValue::get)).into_owned();
-        let (budget, max) = (self.budget.clone(), self.max_message_bytes);
-        let pool = self.pooled.contains(method).then(|| self.cpu.clone());
+        let turn = self.sequencer.enter(order::keys(spec.order, params));
+        let cancel = CancellationToken::new();
+        if let Some(id) = &id {
+            lock(&self.cancels).insert(id.clone(), cancel.clone());
+        }
+        let run = Run {
+            callback,
+            runs: spec.runs,
+            params: Params::new(params.map(RawValue::get)).into_owned(),
+            turn,
+            cancel,
+            budget: self.budget.clone(),
+            cpu: self.cpu.clone(),
+            max: self.max_message_bytes,
+        };
+        let (cancels, max) = (self.cancels.clone(), self.max_message_bytes);
         Some(
             async move {
-                turn.ready().await;
-                let running = budget.start().await;
-                let outcome = match pool {
-                    Some(pool) => {
-                        let runtime = tokio::runtime::Handle::current();
-                        pool.run(move || runtime.block_on(invoke(callback, params, max))).await.map_err(drop)
-                    }
-                    None => AssertUnwindSafe(invoke(callback, params, max)).catch_unwind().await.map_err(drop),
-                };
-                drop((turn, running));
+                let outcome = run.run().await;
                 let id = id?;
+                lock(&cancels).remove(&id);
                 Some(match outcome {
                     Ok(response) => with_id(&id, response, max),
-                    Err(_) => {
+                    Err(Stop::Cancelled) => {
+                        error_reply(Some(&id), crate::Error::Cancelled { message_ids: Vec::new() }.into()).into()
+                    }
+                    Err(Stop::Panicked) => {
                         error_reply(Some(&id), plain(INTERNAL_ERROR, "internal error: the method panicked")).into()
                     }
                 })
@@ -223,54 +258,115 @@ impl Connection {
             .boxed(),
         )
     }
+
+    /// `$/cancelRequest {id}`: ends the request it names, if it is still waiting or
+    /// computing.
+    fn cancel_request(&self, params: Option<&RawValue>) -> Option<Pending> {
+        #[derive(serde::Deserialize)]
+        struct Cancel<'a> {
+            #[serde(borrow)]
+            id: &'a RawValue,
+        }
+        let cancel = params.and_then(|p| serde_json::from_str::<Cancel>(p.get()).ok());
+        if let Some(token) = cancel.and_then(|c| lock(&self.cancels).get(c.id.get()).cloned()) {
+            token.cancel();
+        }
+        None
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Why a call ended without its method's response.
+enum Stop {
+    Cancelled,
+    Panicked,
+}
+
+/// One call on its way: waits for its place in its sessions' order and among the
+/// running requests, then runs where its method runs.
+struct Run {
+    callback: MethodCallback,
+    runs: Runs,
+    params: Params<'static>,
+    turn: Turn,
+    cancel: CancellationToken,
+    budget: Budget,
+    cpu: Pool,
+    max: usize,
+}
+
+impl Run {
+    async fn run(self) -> Result<MethodResponse, Stop> {
+        let Run { callback, runs, params, mut turn, cancel, budget, cpu, max } = self;
+        // Waiting in line may always be cancelled.
+        let queued = async {
+            turn.ready().await;
+            match runs {
+                Runs::Host => None,
+                _ => budget.start().await,
+            }
+        };
+        let running = tokio::select! {
+            running = queued => running,
+            () = cancel.cancelled() => return Err(Stop::Cancelled),
+        };
+        // The method may let its session go before it ends (`Call::release`).
+        let turn = Arc::new(Mutex::new(Some(turn)));
+        let release = {
+            let turn = turn.clone();
+            Box::new(move || drop(lock(&turn).take())) as Box<dyn FnOnce() + Send>
+        };
+        let mut extensions = Extensions::new();
+        extensions.insert(Arc::new(Call::new(cancel.clone(), release)));
+        let work = match runs {
+            Runs::Inline | Runs::Host => {
+                let work = AssertUnwindSafe(invoke(callback, params, max, extensions)).catch_unwind();
+                async move { work.await.map_err(|_| Stop::Panicked) }.boxed()
+            }
+            Runs::Pool | Runs::PoolWrites => {
+                let runtime = tokio::runtime::Handle::current();
+                let job = move || runtime.block_on(invoke(callback, params, max, extensions));
+                async move { cpu.run(job).await.map_err(|_| Stop::Panicked) }.boxed()
+            }
+        };
+        let outcome = match runs {
+            Runs::Pool => tokio::select! {
+                outcome = work => outcome,
+                () = cancel.cancelled() => Err(Stop::Cancelled),
+            },
+            _ => work.await,
+        };
+        drop((running, lock(&turn).take()));
+        outcome
+    }
 }
 
 /// Runs a method; a result that would make a reply over `max` bytes becomes an error
 /// (the registry stops serializing at the limit).
-async fn invoke(callback: MethodCallback, params: Params<'static>, max: usize) -> MethodResponse {
+async fn invoke(
+    callback: MethodCallback,
+    params: Params<'static>,
+    max: usize,
+    extensions: Extensions,
+) -> MethodResponse {
     match callback {
-        MethodCallback::Sync(f) => f(Id::Null, params, max, Extensions::new()),
-        MethodCallback::Async(f) => f(Id::Null, params, ConnectionId(0), max, Extensions::new()).await,
+        MethodCallback::Sync(f) => f(Id::Null, params, max, extensions),
+        MethodCallback::Async(f) => f(Id::Null, params, ConnectionId(0), max, extensions).await,
         MethodCallback::Subscription(_) | MethodCallback::Unsubscription(_) => {
             MethodResponse::error(Id::Null, plain(METHOD_NOT_FOUND, "method not found: subscriptions are not offered"))
         }
     }
 }
 
-/// What jsonrpsee writes before the payload of a response to `Id::Null`.
-const NULL_ID_PREFIX: &str = r#"{"jsonrpc":"2.0","id":null,"#;
-
-/// The response with the request's id as the client wrote it (jsonrpsee's `Id` cannot
-/// hold every JSON-RPC id, such as negative or fractional numbers); a reply over `max`
-/// bytes is replaced by error 1005.
-fn with_id(id: &str, response: MethodResponse, max: usize) -> Reply {
-    if response.as_error_code() == Some(jsonrpsee::types::error::OVERSIZED_RESPONSE_CODE) {
-        return error_reply(Some(id), reply_too_large(max)).into();
-    }
-    let json: Box<str> = response.into_json().into();
-    if !json.starts_with(NULL_ID_PREFIX) {
-        tracing::error!(response = &*json, "unexpected response layout from the registry");
-        return error_reply(Some(id), plain(INTERNAL_ERROR, "internal error: unexpected response layout")).into();
-    }
-    let reply = Reply::spliced(format!(r#"{{"jsonrpc":"2.0","id":{id},"#), json, NULL_ID_PREFIX.len());
-    if reply.len() > max {
-        return error_reply(Some(id), reply_too_large(max)).into();
-    }
-    reply
-}
-
-pub fn error_reply(id: Option<&str>, error: ErrorObjectOwned) -> String {
-    let error = serde_json::to_string(&error)
-        .unwrap_or_else(|_| format!(r#"{{"code":{INTERNAL_ERROR},"message":"internal error"}}"#));
-    format!(r#"{{"jsonrpc":"2.0","id":{},"error":{error}}}"#, id.unwrap_or("null"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::rpc::framing::{Decoder, FramingCell};
+    use crate::rpc::methods::Order;
     use crate::rpc::stdio::Source;
-    use jsonrpsee::ResponsePayload;
 
     #[tokio::test]
     async fn a_panicking_method_gets_32603_and_the_connection_goes_on() {
@@ -279,7 +375,14 @@ mod tests {
         module.register_async_method("fine", |_, _, _| async { Ok::<_, ErrorObjectOwned>(1) }).unwrap();
         let (outbox, mut out_rx) = Outbox::channel();
         let limits = crate::rpc::Config { framing: None, max_message_bytes: 1024, max_pending_bytes: 1 << 20 };
-        let registry = Registry { methods: module.into(), pooled: Default::default() };
+        let registry = Registry {
+            methods: module.into(),
+            specs: [
+                ("boom", Spec { order: Order::Barrier, runs: Runs::Inline }),
+                ("fine", Spec { order: Order::Barrier, runs: Runs::Inline }),
+            ]
+            .into(),
+        };
         let connection = Connection::new(registry, outbox.clone(), Arc::new(Peer::new(outbox)), &limits);
         let frames =
             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"boom\"}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"fine\"}\n";
@@ -294,27 +397,6 @@ mod tests {
                 r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"internal error: the method panicked"}}"#,
                 r#"{"jsonrpc":"2.0","id":2,"result":1}"#,
             ]
-        );
-    }
-
-    #[test]
-    fn replies_carry_the_id_as_written() {
-        let ok = MethodResponse::response(Id::Null, ResponsePayload::success(5), usize::MAX);
-        assert_eq!(with_id("-1.5", ok, 100).into_string(), r#"{"jsonrpc":"2.0","id":-1.5,"result":5}"#);
-        let err = MethodResponse::error(Id::Null, plain(1001, "no"));
-        assert_eq!(
-            with_id(r#""x""#, err, 100).into_string(),
-            r#"{"jsonrpc":"2.0","id":"x","error":{"code":1001,"message":"no"}}"#
-        );
-        let big = MethodResponse::response(Id::Null, ResponsePayload::success("x".repeat(100)), usize::MAX);
-        assert_eq!(
-            serde_json::from_str::<serde_json::Value>(&with_id("7", big, 100).into_string()).unwrap()["error"]["code"],
-            1005,
-            "a reply over the limit is refused"
-        );
-        assert_eq!(
-            error_reply(None, plain(-32700, "bad")),
-            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad"}}"#
         );
     }
 }

@@ -19,6 +19,9 @@ pub const INVALID_SEQUENCE: i32 = 1004;
 pub const TOO_LARGE: i32 = 1005;
 pub const STORAGE_UNAVAILABLE: i32 = 1006;
 pub const MESSAGE_NOT_FOUND: i32 = 1007;
+pub const RUNTIME_FAILED: i32 = 1008;
+pub const INVALID_OUTPUT: i32 = 1009;
+pub const REQUEST_CANCELLED: i32 = -32800;
 
 pub fn plain(code: i32, message: impl Into<String>) -> ErrorObjectOwned {
     ErrorObjectOwned::owned(code, message, None::<()>)
@@ -43,6 +46,26 @@ impl From<Error> for ErrorObjectOwned {
             Error::TooLarge(_) => (TOO_LARGE, json!({"kind": "too_large"})),
             Error::StorageUnavailable(_) => (STORAGE_UNAVAILABLE, json!({"kind": "storage_unavailable"})),
             Error::MessageNotFound(id) => (MESSAGE_NOT_FOUND, json!({"kind": "message_not_found", "message_id": id})),
+            Error::StaleAnswer { expected, current, response } => (
+                REVISION_CONFLICT,
+                json!({"kind": "revision_conflict", "current_revision": current, "expected_revision": expected,
+                       "response": response}),
+            ),
+            Error::RuntimeFailed { reason, error, detail } => {
+                let mut data = json!({"kind": "runtime_failed", "reason": reason.as_str(), "detail": detail});
+                if let Some(error) = error {
+                    data["error"] = error;
+                }
+                (RUNTIME_FAILED, data)
+            }
+            Error::InvalidOutput { errors, text } => {
+                let errors: Vec<_> =
+                    errors.into_iter().map(|(path, message)| json!({"path": path, "message": message})).collect();
+                (INVALID_OUTPUT, json!({"kind": "invalid_output", "errors": errors, "text": text}))
+            }
+            Error::Cancelled { message_ids } => {
+                (REQUEST_CANCELLED, json!({"kind": "request_cancelled", "message_ids": message_ids}))
+            }
         };
         ErrorObjectOwned::owned(code, message, Some(data))
     }

@@ -1,14 +1,17 @@
 //! The server in-process, without pipes: frames in, replies out, through the same code
 //! as over stdio (classification, per-session order, the method registry, lifecycle).
-//! For fuzzing and property tests, and for hosts written in Rust.
+//! For fuzzing and property tests. It has no host: `session/run`, `json` and `stream`
+//! fail at once with 1008 `disconnected`.
 
 use std::sync::Arc;
 
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use crate::ops::Ops;
 use crate::rpc::connection::Connection;
 use crate::rpc::framing::{Framing, FramingCell, Incoming};
+use crate::rpc::host::PeerHost;
 use crate::rpc::methods;
 use crate::rpc::peer::Peer;
 use crate::rpc::writer::{Outbox, Reply};
@@ -23,15 +26,14 @@ pub struct LocalServer {
 
 impl LocalServer {
     pub fn new(store: Arc<dyn Store>, max_message_bytes: usize) -> std::io::Result<Self> {
-        let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
         let (outbox, replies) = Outbox::channel();
-        let ctx = methods::Ctx {
-            store,
-            framing: FramingCell::new(Some(Framing::Ndjson)),
-            max_message_bytes,
-            method_names: Default::default(),
-        };
         let peer = Arc::new(Peer::new(outbox.clone()));
+        // No client answers server requests here: a turn through the host fails at once
+        // (1008 `disconnected`) instead of waiting.
+        peer.close();
+        let ops = Ops { store, host: Arc::new(PeerHost(peer.clone())) };
+        let ctx = methods::Ctx::new(ops, FramingCell::new(Some(Framing::Ndjson)), max_message_bytes);
         let limits = crate::rpc::Config {
             framing: Some(Framing::Ndjson),
             max_message_bytes,

@@ -7,9 +7,11 @@ mod connection;
 mod envelope;
 pub mod error;
 pub mod framing;
+mod host;
 mod local;
 mod methods;
 mod order;
+mod outgoing;
 pub mod peer;
 mod stdio;
 mod writer;
@@ -17,8 +19,10 @@ mod writer;
 use std::io;
 use std::sync::Arc;
 
+use crate::ops::{self, Ops};
 use crate::rpc::connection::Connection;
 use crate::rpc::framing::{Decoder, Framing, FramingCell};
+use crate::rpc::host::PeerHost;
 use crate::rpc::peer::Peer;
 use crate::rpc::stdio::Input;
 use crate::store::Store;
@@ -43,19 +47,30 @@ pub async fn serve(config: Config, store: Arc<dyn Store>, input: Source, output:
     let framing = FramingCell::new(config.framing);
     let (outbox, writer) = writer::spawn(output, framing.clone())?;
     let peer = Arc::new(Peer::new(outbox.clone()));
-    let ctx = methods::Ctx {
-        store: store.clone(),
-        framing: framing.clone(),
-        max_message_bytes: config.max_message_bytes,
-        method_names: Default::default(),
-    };
+    let ops = Ops { store: store.clone(), host: Arc::new(PeerHost(peer.clone())) };
+    let ctx = methods::Ctx::new(ops, framing.clone(), config.max_message_bytes);
     let connection = Connection::new(methods::module(ctx), outbox, peer, &config);
     let input = Input::new(input, Decoder::new(framing, config.max_message_bytes))?;
+    let sweeper = tokio::spawn(sweep(store.clone()));
     let code = connection.run(input).await;
+    sweeper.abort();
     if let Err(e) = store.flush().await {
         tracing::error!(error = %e, "could not make the last writes durable");
     }
     // Every sender of the outbox is gone now; the writer drains its queue and ends.
     writer.join().await;
     Ok(code)
+}
+
+/// Keeps, now and every second, the drafts of streams whose process died (this one's
+/// from an earlier run, or another's on the same store).
+async fn sweep(store: Arc<dyn Store>) {
+    loop {
+        match ops::sweep_crashed_drafts(&*store).await {
+            Ok(0) => {}
+            Ok(kept) => tracing::info!(kept, "kept the drafts of streams whose process died"),
+            Err(e) => tracing::warn!(error = %e, "cannot look for the drafts of dead streams"),
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
 }

@@ -12,6 +12,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::sync::Notify;
 
+use crate::rpc::methods::Order;
+
 /// Opens once, when the request holding it finishes; any number may wait for that.
 #[derive(Debug, Default)]
 struct Gate {
@@ -107,9 +109,9 @@ impl Drop for Turn {
     }
 }
 
-/// The sessions a request touches: `session_id`, `new_session_id` and `data.session_id`
-/// of its params, whatever the method.
-pub fn keys(params: Option<&RawValue>) -> Vec<String> {
+/// The sessions a request touches, as its method's `Order` says to read them from its
+/// params.
+pub fn keys(order: Order, params: Option<&RawValue>) -> Vec<String> {
     #[derive(Deserialize)]
     struct Keys<'a> {
         #[serde(borrow)]
@@ -133,8 +135,12 @@ pub fn keys(params: Option<&RawValue>) -> Vec<String> {
     let Some(k) = params.and_then(object::<Keys>) else {
         return Vec::new();
     };
-    let data = k.data.and_then(object::<Data>).and_then(|d| string(d.session_id));
-    [string(k.session_id), string(k.new_session_id), data].into_iter().flatten().collect()
+    match order {
+        Order::Barrier => Vec::new(),
+        Order::Session => string(k.session_id).into_iter().collect(),
+        Order::Fork => [string(k.session_id), string(k.new_session_id)].into_iter().flatten().collect(),
+        Order::Import => k.data.and_then(object::<Data>).and_then(|d| string(d.session_id)).into_iter().collect(),
+    }
 }
 
 #[cfg(test)]
@@ -148,12 +154,16 @@ mod tests {
 
     #[test]
     fn keys_from_params() {
-        let k = |s: &str| keys(Some(&raw(s)));
-        assert_eq!(k(r#"{"session_id":"a","new_session_id":"b"}"#), ["a", "b"]);
-        assert_eq!(k(r#"{"data":{"session_id":"c","messages":[]}}"#), ["c"]);
-        assert_eq!(k(r#"["a"]"#), Vec::<String>::new());
-        assert_eq!(k(r#"{"session_id":5}"#), Vec::<String>::new());
-        assert_eq!(keys(None), Vec::<String>::new());
+        let k = |order, s: &str| keys(order, Some(&raw(s)));
+        let fork = r#"{"session_id":"a","new_session_id":"b"}"#;
+        assert_eq!(k(Order::Fork, fork), ["a", "b"]);
+        assert_eq!(k(Order::Session, fork), ["a"]);
+        assert_eq!(k(Order::Barrier, fork), Vec::<String>::new());
+        assert_eq!(k(Order::Import, r#"{"data":{"session_id":"c","messages":[]}}"#), ["c"]);
+        assert_eq!(k(Order::Session, r#"{"data":{"session_id":"c"}}"#), Vec::<String>::new());
+        assert_eq!(k(Order::Session, r#"["a"]"#), Vec::<String>::new());
+        assert_eq!(k(Order::Session, r#"{"session_id":5}"#), Vec::<String>::new());
+        assert_eq!(keys(Order::Session, None), Vec::<String>::new());
     }
 
     #[tokio::test]

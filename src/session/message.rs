@@ -20,7 +20,7 @@ pub enum Role {
 }
 
 /// A message as stored and returned. Every field is serialized, `null` where unset.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     /// `None` only for the synthetic results a repaired history view adds.
     pub id: Option<String>,

@@ -1,6 +1,7 @@
 //! The domain: messages, sessions and the conversation rules. Pure and synchronous; it
 //! knows nothing of JSON-RPC or of how sessions are stored.
 
+mod draft;
 pub mod export;
 mod info;
 mod message;
@@ -8,6 +9,7 @@ mod rules;
 mod stamp;
 pub mod tokens;
 
+pub use draft::{Draft, DraftEnd, DraftView, STALE_AFTER_MS, now_ms, owner};
 pub use info::{
     Fields, ForkPoint, Import, ListKey, Patch, SessionId, SessionInfo, check_revision, check_session_id, new_session_id,
 };

@@ -40,6 +40,46 @@ pub fn count_payload(payload: &Value) -> usize {
     messages + system + PER_REPLY
 }
 
+/// How many turns to keep (`None`: keep everything) and the tokens that then remain.
+pub fn plan_trim(
+    system: Option<&str>,
+    repaired: &[crate::session::Message],
+    stored: usize,
+    max_tokens: u64,
+) -> (Option<u64>, usize) {
+    let done = crate::session::export::export(crate::session::export::Format::OpenaiChat, system, repaired, true);
+    let list = done.payload["messages"].as_array().cloned().unwrap_or_default();
+    let fixed = PER_REPLY;
+    // Tokens of each history message (the system prompt is the first payload message).
+    let mut per = vec![0usize; repaired.len()];
+    let mut total = fixed;
+    for (k, m) in list.iter().enumerate() {
+        let t = count_value(m) + PER_MESSAGE;
+        total += t;
+        if system.is_some() && k == 0 {
+            continue;
+        }
+        if let Some(slot) = done.sources.get(k).and_then(|&i| per.get_mut(i)) {
+            *slot += t;
+        }
+    }
+    // Turn starts among the stored messages; the last one is never dropped.
+    let starts: Vec<usize> =
+        (0..stored).filter(|&i| i == 0 || repaired[i].role == crate::session::Role::User).collect();
+    let mut dropped = 0;
+    let mut remaining = total;
+    for (n, &start) in starts.iter().enumerate() {
+        if remaining as u64 <= max_tokens || n + 1 == starts.len() {
+            let keep = starts.len() - n;
+            return (if start == 0 { None } else { Some(keep as u64) }, remaining);
+        }
+        let next = starts.get(n + 1).copied().unwrap_or(stored);
+        dropped += per[start..next].iter().sum::<usize>();
+        remaining = total - dropped;
+    }
+    (None, remaining)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

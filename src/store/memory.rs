@@ -12,14 +12,16 @@ use async_trait::async_trait;
 
 use crate::error::{Error, Result};
 use crate::session::{
-    Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, Tail, check_revision, new_session_id, now,
-    plan_append, turns_cut,
+    Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, Tail, check_revision,
+    new_session_id, now, plan_append, turns_cut,
 };
 use crate::store::{Appended, HistoryPage, Removed, Store};
 
 #[derive(Default)]
 pub struct MemoryStore {
     sessions: Mutex<HashMap<String, Entry>>,
+    /// Stream drafts by stream id. Locked after `sessions` when both are.
+    drafts: Mutex<HashMap<String, Draft>>,
 }
 
 #[derive(Clone)]
@@ -130,6 +132,32 @@ impl MemoryStore {
         Ok((out, entry.revision))
     }
 
+    fn drafts(&self) -> MutexGuard<'_, HashMap<String, Draft>> {
+        self.drafts.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn append_now(&self, session_id: &str, messages: Vec<Message>, expected_revision: Option<u64>) -> Result<Appended> {
+        Self::append_locked(self.lock(), session_id, messages, expected_revision)
+    }
+
+    fn append_locked(
+        mut sessions: MutexGuard<'_, Sessions>,
+        session_id: &str,
+        messages: Vec<Message>,
+        expected_revision: Option<u64>,
+    ) -> Result<Appended> {
+        let message_ids: Vec<String> = messages.iter().filter_map(|m| m.id.clone()).collect();
+        let entry = sessions.get_mut(session_id).ok_or_else(|| not_found(session_id))?;
+        check_revision(expected_revision, entry.revision)?;
+        let planned = plan_append(entry.history.tail(), messages)?;
+        if !planned.is_empty() {
+            planned.into_iter().for_each(|m| entry.history.push(m));
+            entry.touch();
+        }
+        let index = entry.history.messages.len().saturating_sub(1) as u64;
+        Ok(Appended { message_ids, index, revision: entry.revision })
+    }
+
     fn read<T>(&self, session_id: &str, f: impl FnOnce(&Entry) -> T) -> Result<T> {
         self.lock().get(session_id).map(f).ok_or_else(|| not_found(session_id))
     }
@@ -201,14 +229,7 @@ impl Store for MemoryStore {
         messages: Vec<Message>,
         expected_revision: Option<u64>,
     ) -> Result<Appended> {
-        let message_ids: Vec<String> = messages.iter().filter_map(|m| m.id.clone()).collect();
-        let (index, revision) = self.mutate(session_id, expected_revision, |e| {
-            let planned = plan_append(e.history.tail(), messages)?;
-            let changed = !planned.is_empty();
-            planned.into_iter().for_each(|m| e.history.push(m));
-            Ok((changed, e.history.messages.len().saturating_sub(1) as u64))
-        })?;
-        Ok(Appended { message_ids, index, revision })
+        self.append_now(session_id, messages, expected_revision)
     }
 
     async fn history(&self, session_id: &str, offset: u64, limit: Option<u64>) -> Result<HistoryPage> {
@@ -295,5 +316,48 @@ impl Store for MemoryStore {
 
     async fn flush(&self) -> Result<()> {
         Ok(())
+    }
+
+    async fn append_finishing(
+        &self,
+        session_id: &str,
+        messages: Vec<Message>,
+        expected_revision: Option<u64>,
+        stream_id: &str,
+    ) -> Result<Appended> {
+        let sessions = self.lock();
+        let mut drafts = self.drafts();
+        let appended = Self::append_locked(sessions, session_id, messages, expected_revision)?;
+        drafts.remove(stream_id);
+        Ok(appended)
+    }
+
+    async fn save_draft(&self, draft: Draft) -> Result<()> {
+        self.drafts().insert(draft.stream_id.clone(), draft);
+        Ok(())
+    }
+
+    async fn draft(&self, session_id: &str) -> Result<Option<Draft>> {
+        let drafts = self.drafts();
+        Ok(drafts.values().filter(|d| d.session_id == session_id).max_by_key(|d| d.refreshed_at).cloned())
+    }
+
+    async fn drop_draft(&self, stream_id: &str) -> Result<()> {
+        self.drafts().remove(stream_id);
+        Ok(())
+    }
+
+    async fn keep_draft(&self, stream_id: &str, end: DraftEnd) -> Result<Option<Appended>> {
+        let sessions = self.lock();
+        let Some(draft) = self.drafts().remove(stream_id) else { return Ok(None) };
+        if !sessions.contains_key(&draft.session_id) {
+            return Ok(None);
+        }
+        let session_id = draft.session_id.clone();
+        Self::append_locked(sessions, &session_id, draft.into_messages(end), None).map(Some)
+    }
+
+    async fn stale_drafts(&self, before: i64) -> Result<Vec<String>> {
+        Ok(self.drafts().values().filter(|d| d.refreshed_at < before).map(|d| d.stream_id.clone()).collect())
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::error::Result;
-use crate::session::{Fields, Import, ListKey, Message, Patch, SessionInfo, Tail};
+use crate::session::{Draft, DraftEnd, Fields, Import, ListKey, Message, Patch, SessionInfo, Tail};
 
 pub use memory::MemoryStore;
 pub use sqlite::{Settings as SqliteSettings, SqliteStore};
@@ -95,6 +95,33 @@ pub trait Store: Send + Sync + 'static {
 
     /// Makes every acknowledged write durable; called before the server exits.
     async fn flush(&self) -> Result<()>;
+
+    /// Appends a completed stream's messages as `append` does and drops its draft, in
+    /// one step (so a crash cannot keep both the answer and the draft).
+    async fn append_finishing(
+        &self,
+        session_id: &str,
+        messages: Vec<Message>,
+        expected_revision: Option<u64>,
+        stream_id: &str,
+    ) -> Result<Appended>;
+
+    /// Saves a stream's draft, or refreshes it.
+    async fn save_draft(&self, draft: Draft) -> Result<()>;
+
+    /// The most recently saved draft of a session.
+    async fn draft(&self, session_id: &str) -> Result<Option<Draft>>;
+
+    /// Drops a draft; nothing happens when there is none.
+    async fn drop_draft(&self, stream_id: &str) -> Result<()>;
+
+    /// Turns a draft into messages (`Draft::into_messages`, appended under the rules
+    /// with no revision check) and drops it, in one step. `None` when the draft is gone
+    /// (another process kept it) or its session is.
+    async fn keep_draft(&self, stream_id: &str, end: DraftEnd) -> Result<Option<Appended>>;
+
+    /// The drafts whose owner has not refreshed them since `before` (Unix milliseconds).
+    async fn stale_drafts(&self, before: i64) -> Result<Vec<String>>;
 }
 
 /// The backends `--store` can name: `memory`, `sqlite` (the default path) or

@@ -1,8 +1,13 @@
 //! Spawns the real `convo` binary on pipes and talks to it as a client would. Every
 //! result is checked against its method's result schema in protocol/openrpc.json, every
 //! error against the error table there, and stdout must hold nothing but frames.
+//!
+//! The client may also be the host runtime (issue 10): convo then sends it requests
+//! (`runtime/run`, ids `convo:<n>`) and notifications between the replies to the
+//! client's own requests. Every way of receiving takes the first frame it wants and keeps
+//! the frames it passes over, in order, for later calls.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -47,6 +52,8 @@ pub struct Server {
     stderr: Arc<Mutex<Vec<u8>>>,
     pub framing: Framing,
     next_id: u64,
+    /// Frames received but passed over while waiting for another, oldest first.
+    backlog: VecDeque<Value>,
 }
 
 impl Server {
@@ -114,7 +121,17 @@ impl Server {
                 sink.lock().unwrap().extend_from_slice(&buf[..n]);
             }
         });
-        Server { backend, _dir: dir, stdin: child.stdin.take(), child, replies, stderr, framing, next_id: 1 }
+        Server {
+            backend,
+            _dir: dir,
+            stdin: child.stdin.take(),
+            child,
+            replies,
+            stderr,
+            framing,
+            next_id: 1,
+            backlog: VecDeque::new(),
+        }
     }
 
     pub fn send_raw(&mut self, bytes: &[u8]) {
@@ -141,17 +158,43 @@ impl Server {
         self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
     }
 
-    /// The next frame the server writes.
+    /// The next frame the server writes (or the oldest one passed over).
     pub fn recv(&mut self) -> Value {
+        match self.backlog.pop_front() {
+            Some(frame) => frame,
+            None => self.pull(),
+        }
+    }
+
+    /// The next frame from stdout itself.
+    fn pull(&mut self) -> Value {
         match self.replies.recv_timeout(PATIENCE) {
             Ok(Ok(v)) => v,
             Ok(Err(e)) => panic!("stdout held something that is not a frame: {e}\nstderr: {}", self.stderr()),
-            Err(e) => panic!("no reply ({e:?}); stderr: {}", self.stderr()),
+            Err(e) => panic!("no reply ({e:?}); passed over: {:?}\nstderr: {}", self.backlog, self.stderr()),
+        }
+    }
+
+    /// The first frame, passed over before or still to come, that `wanted` accepts; the
+    /// frames before it are kept for later calls.
+    fn recv_matching(&mut self, wanted: impl Fn(&Value) -> bool) -> Value {
+        if let Some(at) = self.backlog.iter().position(&wanted) {
+            return self.backlog.remove(at).unwrap();
+        }
+        loop {
+            let frame = self.pull();
+            if wanted(&frame) {
+                return frame;
+            }
+            self.backlog.push_back(frame);
         }
     }
 
     /// The next frame if one comes within `wait`.
     pub fn recv_within(&mut self, wait: Duration) -> Option<Value> {
+        if let Some(frame) = self.backlog.pop_front() {
+            return Some(frame);
+        }
         match self.replies.recv_timeout(wait) {
             Ok(Ok(v)) => Some(v),
             Ok(Err(e)) => panic!("stdout held something that is not a frame: {e}"),
@@ -164,18 +207,21 @@ impl Server {
         self.stdin.take().expect("stdin is open")
     }
 
-    /// Asserts that the server writes nothing more for a moment.
+    /// Asserts that the server writes nothing more for a moment, and that no frame was
+    /// passed over.
     pub fn assert_silent(&mut self) {
+        assert!(self.backlog.is_empty(), "frames left unread: {:?}", self.backlog);
         match self.replies.recv_timeout(Duration::from_millis(300)) {
             Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
             Ok(frame) => panic!("unexpected frame: {frame:?}"),
         }
     }
 
-    /// Sends a request and returns the whole response, which must carry its id.
+    /// Sends a request and returns the whole response, which must be the next response
+    /// and carry its id (requests and notifications from the server are passed over).
     pub fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.send_request(method, params);
-        let reply = self.recv();
+        let reply = self.recv_matching(|frame| frame.get("method").is_none());
         assert_eq!(reply["id"], json!(id), "reply to another request: {reply}");
         assert_eq!(reply["jsonrpc"], "2.0");
         reply
@@ -184,19 +230,34 @@ impl Server {
     /// Calls a method that must succeed; returns its result, checked against the spec.
     pub fn call(&mut self, method: &str, params: Value) -> Value {
         let reply = self.request(method, params);
-        assert!(reply.get("error").is_none(), "{method} failed: {reply}");
-        let result = reply["result"].clone();
-        check_result(method, &result);
-        result
+        succeeded(method, &reply)
     }
 
     /// Calls a method that must fail; returns the error object, checked against the spec.
     pub fn fail(&mut self, method: &str, params: Value, code: i64) -> Value {
         let reply = self.request(method, params);
-        let error = reply.get("error").unwrap_or_else(|| panic!("{method} should fail with {code}: {reply}")).clone();
-        assert_eq!(error["code"], json!(code), "{method}: {error}");
-        check_error(&error);
-        error
+        failed(method, &reply, code)
+    }
+
+    /// The response to the client's request `id`, whenever it comes.
+    pub fn recv_reply(&mut self, id: u64) -> Value {
+        let reply = self.recv_matching(|frame| frame.get("method").is_none() && frame["id"] == json!(id));
+        assert_eq!(reply["jsonrpc"], "2.0");
+        reply
+    }
+
+    /// The result of the request `id` to `method`, which must succeed; checked against
+    /// the spec.
+    pub fn result_of(&mut self, id: u64, method: &str) -> Value {
+        let reply = self.recv_reply(id);
+        succeeded(method, &reply)
+    }
+
+    /// The error of the request `id` to `method`, which must fail with `code`; checked
+    /// against the spec.
+    pub fn error_of(&mut self, id: u64, method: &str, code: i64) -> Value {
+        let reply = self.recv_reply(id);
+        failed(method, &reply, code)
     }
 
     /// The server's process id, to read its figures from /proc.
@@ -229,9 +290,9 @@ impl Server {
         }
     }
 
-    /// Every frame still to come, until stdout closes.
+    /// Every frame still to come (after those passed over), until stdout closes.
     pub fn drain(&mut self) -> Vec<Value> {
-        let mut out = Vec::new();
+        let mut out: Vec<Value> = self.backlog.drain(..).collect();
         loop {
             match self.replies.recv_timeout(PATIENCE) {
                 Ok(Ok(v)) => out.push(v),
@@ -240,6 +301,41 @@ impl Server {
                 Err(RecvTimeoutError::Timeout) => panic!("stdout did not close"),
             }
         }
+    }
+}
+
+/// The client as the host runtime: it answers convo's requests and sends it notifications
+/// (issue 10).
+impl Server {
+    /// The request for `method` that the client's request `id` makes the server send: the
+    /// next request or notification from the server, which must come before the reply to
+    /// `id` and be a request for `method` with an object as params and a string id
+    /// `convo:<n>`, n counting from 1. Replies to other requests are kept for later calls.
+    pub fn host_request(&mut self, id: u64, method: &str) -> Value {
+        let frame = self.recv_matching(|frame| frame.get("method").is_some() || frame["id"] == json!(id));
+        assert!(frame.get("method").is_some(), "answered without asking for {method}: {frame}");
+        server_request(frame, method)
+    }
+
+    /// The next request or notification from the server, which must be a notification
+    /// for `method`; returns its params. Replies that come first are kept for later calls.
+    pub fn host_notification(&mut self, method: &str) -> Value {
+        let frame = self.recv_matching(|frame| frame.get("method").is_some());
+        assert_eq!(frame["jsonrpc"], "2.0", "{frame}");
+        assert_eq!(frame["method"], method, "another notification or a request came first: {frame}");
+        assert!(frame.get("id").is_none(), "a notification has no id: {frame}");
+        assert!(documented("x-notifications", method), "{method} is not in protocol/openrpc.json's x-notifications");
+        frame["params"].clone()
+    }
+
+    /// Answers the server's request `id` with `result`.
+    pub fn answer(&mut self, id: &Value, result: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
+    }
+
+    /// Answers the server's request `id` with the error object `error`, sent as given.
+    pub fn answer_error(&mut self, id: &Value, error: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "error": error}));
     }
 }
 
@@ -329,6 +425,40 @@ fn check(what: &str, schema: &Value, instance: &Value) {
         .clone();
     let errors: Vec<String> = v.iter_errors(instance).map(|e| format!("{} at {}", e, e.instance_path())).collect();
     assert!(errors.is_empty(), "{what} does not match protocol/openrpc.json: {errors:#?}\n{instance}");
+}
+
+/// A frame from the server that must be a request for `method` with an object as params
+/// and a string id `convo:<n>`.
+fn server_request(frame: Value, method: &str) -> Value {
+    assert_eq!(frame["jsonrpc"], "2.0", "{frame}");
+    assert_eq!(frame["method"], method, "another request or a notification came first: {frame}");
+    let id = frame["id"].as_str().unwrap_or_else(|| panic!("a server request has a string id: {frame}"));
+    let n = id.strip_prefix("convo:").and_then(|n| n.parse::<u64>().ok());
+    assert!(n.is_some_and(|n| n >= 1), "the id of a server request is convo:<n>: {frame}");
+    assert!(frame["params"].is_object(), "{frame}");
+    assert!(documented("x-server-requests", method), "{method} is not in protocol/openrpc.json's x-server-requests");
+    frame
+}
+
+/// Whether protocol/openrpc.json lists `name` in its extension `section`.
+fn documented(section: &str, name: &str) -> bool {
+    openrpc()[section].as_array().is_some_and(|list| list.iter().any(|entry| entry["name"] == name))
+}
+
+/// The result of a response that must be a success, checked against the spec.
+fn succeeded(method: &str, reply: &Value) -> Value {
+    assert!(reply.get("error").is_none(), "{method} failed: {reply}");
+    let result = reply.get("result").unwrap_or_else(|| panic!("{method}: a response without a result: {reply}"));
+    check_result(method, result);
+    result.clone()
+}
+
+/// The error of a response that must fail with `code`, checked against the spec.
+fn failed(method: &str, reply: &Value, code: i64) -> Value {
+    let error = reply.get("error").unwrap_or_else(|| panic!("{method} should fail with {code}: {reply}")).clone();
+    assert_eq!(error["code"], json!(code), "{method}: {error}");
+    check_error(&error);
+    error
 }
 
 pub fn check_result(method: &str, result: &Value) {

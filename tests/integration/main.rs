@@ -11,5 +11,6 @@ mod export;
 mod lifecycle;
 mod messages;
 mod properties;
+mod runtime;
 mod sessions;
 mod wire;

@@ -5,15 +5,31 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
+use crate::ops::Call;
 use crate::rpc::framing::Framing;
 use crate::rpc::methods::Ctx;
+use crate::session::export::Format;
 
 /// The protocol version this server speaks.
 pub const PROTOCOL_VERSION: u32 = 1;
 
-/// Whatever an LSP-style client sends (process id, client info, ...) is accepted.
+/// Whatever an LSP-style client sends (process id, client info, ...) is accepted; convo
+/// reads `runtime.format` (the provider body its runtime requests should carry).
 #[derive(Deserialize)]
-pub struct InitializeParams {}
+pub struct InitializeParams {
+    #[serde(default)]
+    runtime: Option<RuntimeOptions>,
+}
+
+#[derive(Deserialize)]
+struct RuntimeOptions {
+    #[serde(default)]
+    format: Option<Format>,
+}
+
+/// `shutdown` takes no params (any are ignored).
+#[derive(Deserialize)]
+pub struct NoParams {}
 
 #[derive(Serialize, Clone)]
 pub struct InitializeResult {
@@ -36,13 +52,14 @@ struct Capabilities {
     framing: &'static str,
 }
 
-pub async fn initialize(ctx: Arc<Ctx>, _: InitializeParams) -> Result<InitializeResult> {
+pub async fn initialize(ctx: Arc<Ctx>, p: InitializeParams, _: Arc<Call>) -> Result<InitializeResult> {
+    ctx.set_runtime_format(p.runtime.and_then(|r| r.format));
     Ok(InitializeResult {
         server_info: ServerInfo { name: "convo", version: env!("CARGO_PKG_VERSION") },
         protocol_version: PROTOCOL_VERSION,
         capabilities: Capabilities {
             methods: ctx.method_names.get().cloned().unwrap_or_default(),
-            store: ctx.store.kind(),
+            store: ctx.ops.store.kind(),
             max_message_bytes: ctx.max_message_bytes,
             framing: ctx.framing.get().unwrap_or(Framing::Lsp).name(),
         },
@@ -50,6 +67,6 @@ pub async fn initialize(ctx: Arc<Ctx>, _: InitializeParams) -> Result<Initialize
 }
 
 /// Makes every acknowledged write durable; the connection rejects requests after it.
-pub async fn shutdown(ctx: Arc<Ctx>, _: InitializeParams) -> Result<()> {
-    ctx.store.flush().await
+pub async fn shutdown(ctx: Arc<Ctx>, _: NoParams, _: Arc<Call>) -> Result<()> {
+    ctx.ops.store.flush().await
 }

@@ -1,21 +1,15 @@
-//! Methods on a session's messages: the add_* family, history and trim.
+//! Methods on a session's messages: the add_* family, history and trim. Adapters from
+//! params to `ops` and back.
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::{Error, Result};
-use crate::rpc::methods::{Ctx, MAX_MESSAGES, check_count, provider};
-use crate::session::{Identity, Message, MessageInput, Role, SessionId};
-use crate::store::Appended;
-
-#[derive(Serialize, Clone)]
-pub struct Added {
-    message_id: String,
-    index: u64,
-    revision: u64,
-}
+use crate::error::Result;
+use crate::ops::{Added, Call, History, Trimmed};
+use crate::rpc::methods::Ctx;
+use crate::session::{Identity, MessageInput, Role, SessionId};
 
 fn fresh(role: Role, content: Value) -> MessageInput {
     MessageInput {
@@ -31,13 +25,6 @@ fn fresh(role: Role, content: Value) -> MessageInput {
     }
 }
 
-async fn add_one(ctx: &Ctx, session_id: &SessionId, message: Message, expected: Option<u64>) -> Result<Added> {
-    let Appended { mut message_ids, index, revision } =
-        ctx.store.append(session_id.as_str(), vec![message], expected).await?;
-    let message_id = message_ids.pop().ok_or_else(|| Error::Internal("append returned no id".into()))?;
-    Ok(Added { message_id, index, revision })
-}
-
 #[derive(Deserialize)]
 pub struct AddUserParams {
     session_id: SessionId,
@@ -48,9 +35,9 @@ pub struct AddUserParams {
     expected_revision: Option<u64>,
 }
 
-pub async fn add_user(ctx: Arc<Ctx>, p: AddUserParams) -> Result<Added> {
+pub async fn add_user(ctx: Arc<Ctx>, p: AddUserParams, _: Arc<Call>) -> Result<Added> {
     let input = MessageInput { images: p.images, ..fresh(Role::User, Value::String(p.text)) };
-    add_one(&ctx, &p.session_id, input.into_message(Identity::Fresh)?, p.expected_revision).await
+    ctx.ops.append_one(p.session_id.as_str(), input.into_message(Identity::Fresh)?, p.expected_revision).await
 }
 
 #[derive(Deserialize)]
@@ -64,10 +51,10 @@ pub struct AddAssistantParams {
     expected_revision: Option<u64>,
 }
 
-pub async fn add_assistant(ctx: Arc<Ctx>, p: AddAssistantParams) -> Result<Added> {
+pub async fn add_assistant(ctx: Arc<Ctx>, p: AddAssistantParams, _: Arc<Call>) -> Result<Added> {
     let content = p.text.map_or(Value::Null, Value::String);
     let input = MessageInput { tool_calls: p.tool_calls, ..fresh(Role::Assistant, content) };
-    add_one(&ctx, &p.session_id, input.into_message(Identity::Fresh)?, p.expected_revision).await
+    ctx.ops.append_one(p.session_id.as_str(), input.into_message(Identity::Fresh)?, p.expected_revision).await
 }
 
 #[derive(Deserialize)]
@@ -79,9 +66,9 @@ pub struct AddToolResultParams {
     expected_revision: Option<u64>,
 }
 
-pub async fn add_tool_result(ctx: Arc<Ctx>, p: AddToolResultParams) -> Result<Added> {
+pub async fn add_tool_result(ctx: Arc<Ctx>, p: AddToolResultParams, _: Arc<Call>) -> Result<Added> {
     let input = MessageInput { tool_call_id: Some(p.tool_call_id), ..fresh(Role::Tool, p.content) };
-    add_one(&ctx, &p.session_id, input.into_message(Identity::Fresh)?, p.expected_revision).await
+    ctx.ops.append_one(p.session_id.as_str(), input.into_message(Identity::Fresh)?, p.expected_revision).await
 }
 
 #[derive(Deserialize)]
@@ -92,9 +79,9 @@ pub struct AddMessageParams {
     expected_revision: Option<u64>,
 }
 
-pub async fn add_message(ctx: Arc<Ctx>, p: AddMessageParams) -> Result<Added> {
-    let message = p.message.into_message(Identity::Fresh).map_err(|e| within("message", e))?;
-    add_one(&ctx, &p.session_id, message, p.expected_revision).await
+pub async fn add_message(ctx: Arc<Ctx>, p: AddMessageParams, _: Arc<Call>) -> Result<Added> {
+    let message = p.message.into_message(Identity::Fresh).map_err(|e| e.within("message"))?;
+    ctx.ops.append_one(p.session_id.as_str(), message, p.expected_revision).await
 }
 
 #[derive(Deserialize)]
@@ -111,24 +98,9 @@ pub struct AddedMany {
     revision: u64,
 }
 
-pub async fn add_messages(ctx: Arc<Ctx>, p: AddMessagesParams) -> Result<AddedMany> {
-    check_count("the request", p.messages.len())?;
-    let messages = p
-        .messages
-        .into_iter()
-        .enumerate()
-        .map(|(i, m)| m.into_message(Identity::Fresh).map_err(|e| within(&format!("messages[{i}]"), e)))
-        .collect::<Result<Vec<_>>>()?;
-    let done = ctx.store.append(p.session_id.as_str(), messages, p.expected_revision).await?;
+pub async fn add_messages(ctx: Arc<Ctx>, p: AddMessagesParams, _: Arc<Call>) -> Result<AddedMany> {
+    let done = ctx.ops.append(p.session_id.as_str(), p.messages, p.expected_revision).await?;
     Ok(AddedMany { message_ids: done.message_ids, revision: done.revision })
-}
-
-/// Names the member of the params (`messages[2]`) that an invalid-params error is about.
-pub fn within(path: &str, e: Error) -> Error {
-    match e {
-        Error::InvalidParams(why) => Error::InvalidParams(format!("{path}: {why}")),
-        other => other,
-    }
 }
 
 #[derive(Deserialize)]
@@ -140,49 +112,13 @@ pub struct HistoryParams {
     offset: Option<u64>,
     #[serde(default)]
     limit: Option<u64>,
+    #[serde(default)]
+    include_draft: Option<bool>,
 }
 
-#[derive(Serialize, Clone)]
-pub struct History {
-    messages: Vec<Arc<Message>>,
-    revision: u64,
-    repaired: u64,
-}
-
-pub async fn history(ctx: Arc<Ctx>, p: HistoryParams) -> Result<History> {
-    let offset = p.offset.unwrap_or(0);
-    if p.limit.is_some_and(|l| l > MAX_MESSAGES) {
-        return Err(Error::invalid(format!("limit: must be at most {MAX_MESSAGES}")));
-    }
-    // Without a limit, read one past the bound, to refuse rather than build a huge reply.
-    let page = ctx.store.history(p.session_id.as_str(), offset, p.limit.or(Some(MAX_MESSAGES + 1))).await?;
-    if p.limit.is_none() {
-        let synthetic = page.tail.unanswered().count();
-        check_count("the history", page.messages.len() + synthetic).map_err(|_| {
-            Error::TooLarge(format!(
-                "the history holds more than {MAX_MESSAGES} messages; page it with offset and limit"
-            ))
-        })?;
-    }
-    let mut messages = page.messages;
-    let mut repaired = 0;
-    if p.repair.unwrap_or(true) {
-        // The view is the stored history followed by the synthetic results; offset and
-        // limit index the view.
-        let stored = page.info.message_count;
-        let end = p.limit.map_or(u64::MAX, |l| offset.saturating_add(l));
-        let from = offset.max(stored) - stored;
-        let to = end.max(stored) - stored;
-        for synthetic in page.tail.repair_view().into_iter().skip(clamp(from)).take(clamp(to - from)) {
-            messages.push(Arc::new(synthetic));
-            repaired += 1;
-        }
-    }
-    Ok(History { messages, revision: page.info.revision, repaired })
-}
-
-fn clamp(n: u64) -> usize {
-    usize::try_from(n).unwrap_or(usize::MAX)
+pub async fn history(ctx: Arc<Ctx>, p: HistoryParams, _: Arc<Call>) -> Result<History> {
+    let (repair, offset, draft) = (p.repair.unwrap_or(true), p.offset.unwrap_or(0), p.include_draft.unwrap_or(false));
+    ctx.ops.history(p.session_id.as_str(), repair, offset, p.limit, draft).await
 }
 
 #[derive(Deserialize)]
@@ -196,22 +132,6 @@ pub struct TrimParams {
     expected_revision: Option<u64>,
 }
 
-#[derive(Serialize, Clone)]
-#[serde(untagged)]
-pub enum Trimmed {
-    Turns { removed: u64, revision: u64 },
-    Tokens(provider::TrimmedToFit),
-}
-
-pub async fn trim(ctx: Arc<Ctx>, p: TrimParams) -> Result<Trimmed> {
-    match (p.max_turns, p.max_tokens) {
-        (Some(n), None) => {
-            let done = ctx.store.trim_turns(p.session_id.as_str(), n, p.expected_revision).await?;
-            Ok(Trimmed::Turns { removed: done.removed, revision: done.revision })
-        }
-        (None, Some(t)) => {
-            Ok(Trimmed::Tokens(provider::trim_to_fit(&ctx, &p.session_id, t, p.expected_revision).await?))
-        }
-        _ => Err(Error::invalid("give exactly one of max_turns and max_tokens")),
-    }
+pub async fn trim(ctx: Arc<Ctx>, p: TrimParams, _: Arc<Call>) -> Result<Trimmed> {
+    ctx.ops.trim(p.session_id.as_str(), p.max_turns, p.max_tokens, p.expected_revision).await
 }

@@ -1,120 +1,159 @@
-//! The methods of protocol version 1, registered in one `RpcModule` by one table (name,
-//! where it runs, handler). Each handler parses its params (the one edge where wire JSON
-//! becomes domain values), calls the store and returns a result that serializes to the
-//! documented shape.
+//! The methods, declared once each in one table: name, the sessions it orders on,
+//! where it runs, and its handler. Each handler is a thin adapter: it parses its params
+//! (the one edge where wire JSON becomes domain values), calls `ops`, and returns a
+//! result that serializes to the documented shape.
 
 mod dict;
 mod lifecycle;
 mod messages;
 mod param_errors;
 mod provider;
+mod runtime;
 mod sessions;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use jsonrpsee::types::Params;
-use jsonrpsee::{Methods, RpcModule};
+use jsonrpsee::{Extensions, Methods, RpcModule};
 use serde::Serialize;
 use serde::de::{Deserialize, DeserializeOwned, Deserializer};
 
 use crate::error::{Error, Result};
+use crate::ops::{Call, Ops};
 use crate::rpc::framing::FramingCell;
-use crate::store::Store;
+use crate::session::export::Format;
 
-/// The most messages one request may carry (`add_messages`, `from_dict`) and the most
-/// one reply may hold (`history`, `to_dict`): beyond them, error 1005.
-pub const MAX_MESSAGES: u64 = 100_000;
-
-fn check_count(what: &str, n: usize) -> Result<()> {
-    if n as u64 > MAX_MESSAGES {
-        return Err(Error::TooLarge(format!("{what} holds {n} messages; the limit is {MAX_MESSAGES}")));
-    }
-    Ok(())
-}
-
-/// What every handler can reach.
+/// What every handler can reach: the connection's operations and settings.
 pub struct Ctx {
-    pub store: Arc<dyn Store>,
+    pub ops: Ops,
     pub framing: Arc<FramingCell>,
     pub max_message_bytes: usize,
     /// Every registered method, sorted, for `initialize`.
     pub method_names: OnceLock<Vec<&'static str>>,
+    /// `initialize`'s `runtime.format`.
+    runtime_format: Mutex<Option<Format>>,
 }
 
-/// Where a method runs: on the thread that reads, orders and writes frames, or (with
-/// its params parsed and its reply serialized) on the CPU pool, because its params,
-/// its work or its reply can be large.
+impl Ctx {
+    pub fn new(ops: Ops, framing: Arc<FramingCell>, max_message_bytes: usize) -> Self {
+        Ctx { ops, framing, max_message_bytes, method_names: OnceLock::new(), runtime_format: Mutex::new(None) }
+    }
+
+    pub fn runtime_format(&self) -> Option<Format> {
+        *self.runtime_format.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn set_runtime_format(&self, format: Option<Format>) {
+        *self.runtime_format.lock().unwrap_or_else(PoisonError::into_inner) = format;
+    }
+}
+
+/// Where a method runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Runs {
+    /// On the thread that reads, orders and writes frames: it is quick.
     Inline,
+    /// On the CPU pool (params parsed and reply serialized there too): its params, work
+    /// or reply can be large. `$/cancelRequest` ends it while it computes.
     Pool,
+    /// As `Pool`, but it writes: once started it runs to its end, since a committed
+    /// change is not undone.
+    PoolWrites,
+    /// Waits for the host: it holds none of the running places, lets its session go
+    /// (`Call::release`) and answers `$/cancelRequest` itself.
+    Host,
 }
 
-/// The registered methods, and the ones that run on the CPU pool.
+/// Which sessions a request is ordered on (`rpc::order`), read from its params.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// None: it runs after every request received before it.
+    Barrier,
+    /// `session_id` (absent, as in a create without one: a barrier).
+    Session,
+    /// `session_id` and `new_session_id`.
+    Fork,
+    /// `data.session_id`.
+    Import,
+}
+
+/// How the connection runs a method.
+#[derive(Debug, Clone, Copy)]
+pub struct Spec {
+    pub order: Order,
+    pub runs: Runs,
+}
+
+/// The registered methods and how each runs.
 pub struct Registry {
     pub methods: Methods,
-    pub pooled: HashSet<&'static str>,
+    pub specs: HashMap<&'static str, Spec>,
 }
 
 pub fn module(ctx: Ctx) -> Registry {
-    use Runs::{Inline, Pool};
+    use Order::{Barrier, Fork, Import, Session};
+    use Runs::{Host, Inline, Pool, PoolWrites};
     let ctx = Arc::new(ctx);
-    let mut t = Table { module: RpcModule::from_arc(ctx.clone()), pooled: HashSet::new() };
-    t.add("initialize", Inline, lifecycle::initialize);
-    t.add("shutdown", Inline, lifecycle::shutdown);
-    t.add("session/create", Inline, sessions::create);
-    t.add("session/get", Inline, sessions::get);
-    t.add("session/list", Inline, sessions::list);
-    t.add("session/update", Inline, sessions::update);
-    t.add("session/delete", Inline, sessions::delete);
-    t.add("session/fork", Inline, sessions::fork);
-    t.add("session/clear", Inline, sessions::clear);
-    t.add("session/add_user", Inline, messages::add_user);
-    t.add("session/add_assistant", Inline, messages::add_assistant);
-    t.add("session/add_tool_result", Inline, messages::add_tool_result);
-    t.add("session/add_message", Inline, messages::add_message);
-    t.add("session/add_messages", Pool, messages::add_messages);
-    t.add("session/history", Pool, messages::history);
-    t.add("session/trim", Pool, messages::trim);
-    t.add("session/to_dict", Pool, dict::to_dict);
-    t.add("session/from_dict", Pool, dict::from_dict);
-    t.add("session/export", Pool, provider::export);
-    t.add("session/validate", Pool, provider::validate);
-    t.add("session/count_tokens", Pool, provider::count_tokens);
+    let mut t = Table { module: RpcModule::from_arc(ctx.clone()), specs: HashMap::new() };
+    t.add("initialize", Barrier, Inline, lifecycle::initialize);
+    t.add("shutdown", Barrier, Inline, lifecycle::shutdown);
+    t.add("session/create", Session, Inline, sessions::create);
+    t.add("session/get", Session, Inline, sessions::get);
+    t.add("session/list", Barrier, Inline, sessions::list);
+    t.add("session/update", Session, Inline, sessions::update);
+    t.add("session/delete", Session, Inline, sessions::delete);
+    t.add("session/fork", Fork, Inline, sessions::fork);
+    t.add("session/clear", Session, Inline, sessions::clear);
+    t.add("session/add_user", Session, Inline, messages::add_user);
+    t.add("session/add_assistant", Session, Inline, messages::add_assistant);
+    t.add("session/add_tool_result", Session, Inline, messages::add_tool_result);
+    t.add("session/add_message", Session, Inline, messages::add_message);
+    t.add("session/add_messages", Session, PoolWrites, messages::add_messages);
+    t.add("session/history", Session, Pool, messages::history);
+    t.add("session/trim", Session, PoolWrites, messages::trim);
+    t.add("session/to_dict", Session, Pool, dict::to_dict);
+    t.add("session/from_dict", Import, PoolWrites, dict::from_dict);
+    t.add("session/export", Session, Pool, provider::export);
+    t.add("session/validate", Session, Pool, provider::validate);
+    t.add("session/count_tokens", Session, Pool, provider::count_tokens);
+    t.add("session/run", Session, Host, runtime::run);
+    t.add("session/json", Session, Host, runtime::json);
+    t.add("session/stream", Session, Host, runtime::stream);
     let mut names: Vec<&'static str> = t.module.method_names().collect();
     names.sort_unstable();
     let _ = ctx.method_names.set(names);
-    Registry { methods: t.module.into(), pooled: t.pooled }
+    Registry { methods: t.module.into(), specs: t.specs }
 }
 
 struct Table {
     module: RpcModule<Ctx>,
-    pooled: HashSet<&'static str>,
+    specs: HashMap<&'static str, Spec>,
 }
 
 impl Table {
-    fn add<P, T, F, Fut>(&mut self, name: &'static str, runs: Runs, handler: F)
+    fn add<P, T, F, Fut>(&mut self, name: &'static str, order: Order, runs: Runs, handler: F)
     where
         P: DeserializeOwned + Send + 'static,
         T: Serialize + Clone + Send + 'static,
-        F: Fn(Arc<Ctx>, P) -> Fut + Copy + Send + Sync + 'static,
+        F: Fn(Arc<Ctx>, P, Arc<Call>) -> Fut + Copy + Send + Sync + 'static,
         Fut: Future<Output = Result<T>> + Send + 'static,
     {
-        let result = self.module.register_async_method(name, move |params: Params<'static>, ctx, _| async move {
-            let parsed = parse::<P>(&params)?;
-            // The params' text is not needed once parsed: a large request holds its
-            // memory once, not twice, while it waits for the store.
-            drop(params);
-            handler(ctx, parsed).await
+        let result = self.module.register_async_method(name, move |params: Params<'static>, ctx, ext: Extensions| {
+            let call = ext.get::<Arc<Call>>().cloned().unwrap_or_default();
+            async move {
+                let parsed = parse::<P>(&params)?;
+                // The params' text is not needed once parsed: a large request holds its
+                // memory once, not twice, while it waits for the store.
+                drop(params);
+                handler(ctx, parsed, call).await
+            }
         });
         if let Err(e) = result {
             unreachable!("method {name} registered twice: {e}");
         }
-        if runs == Runs::Pool {
-            self.pooled.insert(name);
-        }
+        self.specs.insert(name, Spec { order, runs });
     }
 }
 

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
+use crate::ops::Call;
 use crate::rpc::methods::{Ctx, RevisionParams, SessionParams, present};
 use crate::session::{Fields, ListKey, Patch, SessionId, SessionInfo};
 
@@ -23,13 +24,13 @@ pub struct CreateParams {
     metadata: Option<Map<String, Value>>,
 }
 
-pub async fn create(ctx: Arc<Ctx>, p: CreateParams) -> Result<SessionInfo> {
+pub async fn create(ctx: Arc<Ctx>, p: CreateParams, _: Arc<Call>) -> Result<SessionInfo> {
     let fields = Fields { system: p.system, cwd: p.cwd, title: p.title, metadata: p.metadata };
-    ctx.store.create(p.session_id.map(SessionId::into_string), fields).await
+    ctx.ops.store.create(p.session_id.map(SessionId::into_string), fields).await
 }
 
-pub async fn get(ctx: Arc<Ctx>, p: SessionParams) -> Result<SessionInfo> {
-    ctx.store.get(p.session_id.as_str()).await
+pub async fn get(ctx: Arc<Ctx>, p: SessionParams, _: Arc<Call>) -> Result<SessionInfo> {
+    ctx.ops.store.get(p.session_id.as_str()).await
 }
 
 #[derive(Deserialize)]
@@ -49,14 +50,14 @@ pub struct ListResult {
 pub const DEFAULT_LIST_LIMIT: u64 = 100;
 pub const MAX_LIST_LIMIT: u64 = 1000;
 
-pub async fn list(ctx: Arc<Ctx>, p: ListParams) -> Result<ListResult> {
+pub async fn list(ctx: Arc<Ctx>, p: ListParams, _: Arc<Call>) -> Result<ListResult> {
     let limit = p.limit.unwrap_or(DEFAULT_LIST_LIMIT);
     if !(1..=MAX_LIST_LIMIT).contains(&limit) {
         return Err(Error::invalid(format!("limit: must be from 1 to {MAX_LIST_LIMIT}, got {limit}")));
     }
     let limit = limit as usize;
     let after = p.cursor.as_deref().map(ListKey::from_cursor).transpose()?;
-    let mut sessions = ctx.store.list(limit + 1, after).await?;
+    let mut sessions = ctx.ops.store.list(limit + 1, after).await?;
     let next_cursor = if sessions.len() > limit {
         sessions.truncate(limit);
         sessions.last().map(|s| ListKey::of(s).to_cursor())
@@ -81,9 +82,9 @@ pub struct UpdateParams {
     expected_revision: Option<u64>,
 }
 
-pub async fn update(ctx: Arc<Ctx>, p: UpdateParams) -> Result<SessionInfo> {
+pub async fn update(ctx: Arc<Ctx>, p: UpdateParams, _: Arc<Call>) -> Result<SessionInfo> {
     let patch = Patch { system: p.system, cwd: p.cwd, title: p.title, metadata: p.metadata };
-    ctx.store.update(p.session_id.as_str(), patch, p.expected_revision).await
+    ctx.ops.store.update(p.session_id.as_str(), patch, p.expected_revision).await
 }
 
 #[derive(Serialize, Clone)]
@@ -91,8 +92,8 @@ pub struct Deleted {
     deleted: bool,
 }
 
-pub async fn delete(ctx: Arc<Ctx>, p: RevisionParams) -> Result<Deleted> {
-    ctx.store.delete(p.session_id.as_str(), p.expected_revision).await?;
+pub async fn delete(ctx: Arc<Ctx>, p: RevisionParams, _: Arc<Call>) -> Result<Deleted> {
+    ctx.ops.store.delete(p.session_id.as_str(), p.expected_revision).await?;
     Ok(Deleted { deleted: true })
 }
 
@@ -105,9 +106,9 @@ pub struct ForkParams {
     at_message_id: Option<String>,
 }
 
-pub async fn fork(ctx: Arc<Ctx>, p: ForkParams) -> Result<SessionInfo> {
+pub async fn fork(ctx: Arc<Ctx>, p: ForkParams, _: Arc<Call>) -> Result<SessionInfo> {
     let new_id = p.new_session_id.map(SessionId::into_string);
-    ctx.store.fork(p.session_id.as_str(), new_id, p.at_message_id).await
+    ctx.ops.store.fork(p.session_id.as_str(), new_id, p.at_message_id).await
 }
 
 #[derive(Serialize, Clone)]
@@ -116,7 +117,7 @@ pub struct Cleared {
     revision: u64,
 }
 
-pub async fn clear(ctx: Arc<Ctx>, p: RevisionParams) -> Result<Cleared> {
-    let done = ctx.store.clear(p.session_id.as_str(), p.expected_revision).await?;
+pub async fn clear(ctx: Arc<Ctx>, p: RevisionParams, _: Arc<Call>) -> Result<Cleared> {
+    let done = ctx.ops.store.clear(p.session_id.as_str(), p.expected_revision).await?;
     Ok(Cleared { removed: done.removed, revision: done.revision })
 }

@@ -7,6 +7,7 @@
 //! share one database without losing an update.
 
 mod chain;
+mod drafts;
 mod file;
 mod rows;
 mod schema;
@@ -21,7 +22,8 @@ use rusqlite::{Connection, params};
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 use crate::session::{
-    Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, check_revision, new_session_id, now, plan_append,
+    Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, check_revision, new_session_id,
+    now, plan_append,
 };
 use crate::store::{Appended, HistoryPage, Removed, Store};
 use chain::Span;
@@ -140,6 +142,23 @@ fn new_info(session_id: String, fields: Fields, forked_from: Option<ForkPoint>, 
     }
 }
 
+/// `Store::append` inside a write transaction.
+fn append_in(c: &Connection, id: &str, messages: Vec<Message>, expected_revision: Option<u64>) -> Result<Appended> {
+    let row = require_session(c, id)?;
+    check_revision(expected_revision, row.info.revision)?;
+    let message_ids = messages.iter().filter_map(|m| m.id.clone()).collect();
+    let planned = plan_append(chain::tail(c, &spans_of(c, &row)?)?, messages)?;
+    if planned.is_empty() {
+        let index = row.len.saturating_sub(row.start + 1);
+        return Ok(Appended { message_ids, index, revision: row.info.revision });
+    }
+    insert_all(c, row.segment, row.len, &planned)?;
+    let mut row = touched(row);
+    row.len += planned.len() as u64;
+    rows::put_session(c, &row)?;
+    Ok(Appended { message_ids, index: row.len - row.start - 1, revision: row.info.revision })
+}
+
 fn insert_all(conn: &Connection, segment: i64, from: u64, messages: &[Message]) -> Result<()> {
     for (i, m) in messages.iter().enumerate() {
         rows::insert_message(conn, segment, from + i as u64, m)?;
@@ -222,23 +241,7 @@ impl Store for SqliteStore {
         expected_revision: Option<u64>,
     ) -> Result<Appended> {
         let id = session_id.to_owned();
-        self.writer
-            .write(move |c| {
-                let row = require_session(c, &id)?;
-                check_revision(expected_revision, row.info.revision)?;
-                let message_ids = messages.iter().filter_map(|m| m.id.clone()).collect();
-                let planned = plan_append(chain::tail(c, &spans_of(c, &row)?)?, messages)?;
-                if planned.is_empty() {
-                    let index = row.len.saturating_sub(row.start + 1);
-                    return Ok(Appended { message_ids, index, revision: row.info.revision });
-                }
-                insert_all(c, row.segment, row.len, &planned)?;
-                let mut row = touched(row);
-                row.len += planned.len() as u64;
-                rows::put_session(c, &row)?;
-                Ok(Appended { message_ids, index: row.len - row.start - 1, revision: row.info.revision })
-            })
-            .await
+        self.writer.write(move |c| append_in(c, &id, messages, expected_revision)).await
     }
 
     async fn history(&self, session_id: &str, offset: u64, limit: Option<u64>) -> Result<HistoryPage> {
@@ -357,5 +360,55 @@ impl Store for SqliteStore {
     async fn flush(&self) -> Result<()> {
         // Everything queued before this has committed once it returns.
         self.writer.write(|_| Ok(())).await
+    }
+
+    async fn append_finishing(
+        &self,
+        session_id: &str,
+        messages: Vec<Message>,
+        expected_revision: Option<u64>,
+        stream_id: &str,
+    ) -> Result<Appended> {
+        let (id, stream) = (session_id.to_owned(), stream_id.to_owned());
+        self.writer
+            .write(move |c| {
+                let appended = append_in(c, &id, messages, expected_revision)?;
+                drafts::delete(c, &stream)?;
+                Ok(appended)
+            })
+            .await
+    }
+
+    async fn save_draft(&self, draft: Draft) -> Result<()> {
+        self.writer.write(move |c| drafts::put(c, &draft)).await
+    }
+
+    async fn draft(&self, session_id: &str) -> Result<Option<Draft>> {
+        let id = session_id.to_owned();
+        self.read(move |c| drafts::newest_of(c, &id)).await
+    }
+
+    async fn drop_draft(&self, stream_id: &str) -> Result<()> {
+        let stream = stream_id.to_owned();
+        self.writer.write(move |c| drafts::delete(c, &stream)).await
+    }
+
+    async fn keep_draft(&self, stream_id: &str, end: DraftEnd) -> Result<Option<Appended>> {
+        let stream = stream_id.to_owned();
+        self.writer
+            .write(move |c| {
+                let Some(draft) = drafts::get(c, &stream)? else { return Ok(None) };
+                drafts::delete(c, &stream)?;
+                if rows::load_session(c, &draft.session_id)?.is_none() {
+                    return Ok(None);
+                }
+                let session_id = draft.session_id.clone();
+                append_in(c, &session_id, draft.into_messages(end), None).map(Some)
+            })
+            .await
+    }
+
+    async fn stale_drafts(&self, before: i64) -> Result<Vec<String>> {
+        self.read(move |c| drafts::stale(c, before)).await
     }
 }

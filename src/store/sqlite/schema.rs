@@ -66,6 +66,19 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX sessions_by_creation ON sessions(created_at DESC, session_id DESC);
     "#,
+    // 3: drafts of streams in progress, refreshed by the process that owns them.
+    r#"
+    CREATE TABLE drafts (
+        stream_id    TEXT PRIMARY KEY,
+        session_id   TEXT NOT NULL,
+        owner        TEXT NOT NULL,
+        refreshed_at INTEGER NOT NULL,
+        user_message TEXT NOT NULL,
+        text         TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX drafts_by_session ON drafts(session_id, refreshed_at);
+    CREATE INDEX drafts_by_refresh ON drafts(refreshed_at);
+    "#,
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -1,0 +1,129 @@
+//! Appending, the history view (stored messages, the repaired trailing group, a stream's
+//! draft), and trimming by turns.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::ops::provider::TrimmedToFit;
+use crate::ops::{MAX_MESSAGES, Ops, check_count};
+use crate::session::{DraftView, Identity, Message, MessageInput};
+use crate::store::Appended;
+
+/// The result of an append of one message.
+#[derive(Debug, Clone, Serialize)]
+pub struct Added {
+    pub message_id: String,
+    pub index: u64,
+    pub revision: u64,
+}
+
+/// A page of the history view.
+#[derive(Debug, Clone, Serialize)]
+pub struct History {
+    pub messages: Vec<Arc<Message>>,
+    pub revision: u64,
+    /// How many synthetic results the page holds.
+    pub repaired: u64,
+    /// With `include_draft`: the session's stream in progress (`null` when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub draft: Option<Option<DraftView>>,
+}
+
+/// The result of `session/trim`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum Trimmed {
+    Turns { removed: u64, revision: u64 },
+    Tokens(TrimmedToFit),
+}
+
+impl Ops {
+    pub async fn append_one(&self, session_id: &str, message: Message, expected: Option<u64>) -> Result<Added> {
+        let Appended { mut message_ids, index, revision } =
+            self.store.append(session_id, vec![message], expected).await?;
+        let message_id = message_ids.pop().ok_or_else(|| Error::Internal("append returned no id".into()))?;
+        Ok(Added { message_id, index, revision })
+    }
+
+    /// Checks each message as a client gave it, then appends them all or none.
+    pub async fn append(
+        &self,
+        session_id: &str,
+        messages: Vec<MessageInput>,
+        expected: Option<u64>,
+    ) -> Result<Appended> {
+        check_count("the request", messages.len())?;
+        let messages = messages
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| m.into_message(Identity::Fresh).map_err(|e| e.within(&format!("messages[{i}]"))))
+            .collect::<Result<Vec<_>>>()?;
+        self.store.append(session_id, messages, expected).await
+    }
+
+    /// Stored messages `offset..offset + limit` of the view that is the stored history
+    /// followed, when `repair`, by a synthetic result for each unanswered call of the
+    /// trailing group.
+    pub async fn history(
+        &self,
+        session_id: &str,
+        repair: bool,
+        offset: u64,
+        limit: Option<u64>,
+        include_draft: bool,
+    ) -> Result<History> {
+        if limit.is_some_and(|l| l > MAX_MESSAGES) {
+            return Err(Error::invalid(format!("limit: must be at most {MAX_MESSAGES}")));
+        }
+        // Without a limit, read one past the bound, to refuse rather than build a huge reply.
+        let page = self.store.history(session_id, offset, limit.or(Some(MAX_MESSAGES + 1))).await?;
+        if limit.is_none() {
+            let synthetic = page.tail.unanswered().count();
+            check_count("the history", page.messages.len() + synthetic).map_err(|_| {
+                Error::TooLarge(format!(
+                    "the history holds more than {MAX_MESSAGES} messages; page it with offset and limit"
+                ))
+            })?;
+        }
+        let mut messages = page.messages;
+        let mut repaired = 0;
+        if repair {
+            let stored = page.info.message_count;
+            let end = limit.map_or(u64::MAX, |l| offset.saturating_add(l));
+            let from = offset.max(stored) - stored;
+            let to = end.max(stored) - stored;
+            for synthetic in page.tail.repair_view().into_iter().skip(clamp(from)).take(clamp(to - from)) {
+                messages.push(Arc::new(synthetic));
+                repaired += 1;
+            }
+        }
+        let draft = match include_draft {
+            true => Some(self.store.draft(session_id).await?.map(|d| d.view())),
+            false => None,
+        };
+        Ok(History { messages, revision: page.info.revision, repaired, draft })
+    }
+
+    pub async fn trim(
+        &self,
+        session_id: &str,
+        max_turns: Option<u64>,
+        max_tokens: Option<u64>,
+        expected: Option<u64>,
+    ) -> Result<Trimmed> {
+        match (max_turns, max_tokens) {
+            (Some(n), None) => {
+                let done = self.store.trim_turns(session_id, n, expected).await?;
+                Ok(Trimmed::Turns { removed: done.removed, revision: done.revision })
+            }
+            (None, Some(t)) => Ok(Trimmed::Tokens(self.trim_to_fit(session_id, t, expected).await?)),
+            _ => Err(Error::invalid("give exactly one of max_turns and max_tokens")),
+        }
+    }
+}
+
+fn clamp(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}

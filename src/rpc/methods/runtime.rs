@@ -1,0 +1,101 @@
+//! `session/run`, `session/json` and `session/stream`: a turn run through the host
+//! (`ops::runtime`), which convo asks over this same connection.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::error::Result;
+use crate::ops::{Call, JsonAnswer, RunAnswer, Turn};
+use crate::rpc::methods::Ctx;
+use crate::session::SessionId;
+
+/// How long convo waits for the host by default: ten minutes.
+const DEFAULT_TIMEOUT_MS: u64 = 600_000;
+
+#[derive(Deserialize)]
+pub struct RunParams {
+    session_id: SessionId,
+    input: String,
+    #[serde(default)]
+    images: Option<Vec<String>>,
+    #[serde(default)]
+    temperature: Option<Value>,
+    #[serde(default)]
+    max_tokens: Option<Value>,
+    #[serde(default)]
+    tools: Option<Value>,
+    #[serde(default)]
+    metadata: Option<Map<String, Value>>,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+    #[serde(default)]
+    expected_revision: Option<u64>,
+}
+
+impl RunParams {
+    fn turn(self, ctx: &Ctx) -> Turn {
+        Turn {
+            session_id: self.session_id.into_string(),
+            input: self.input,
+            images: self.images,
+            temperature: self.temperature,
+            max_tokens: self.max_tokens,
+            tools: self.tools,
+            metadata: self.metadata,
+            timeout: Duration::from_millis(self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)),
+            expected_revision: self.expected_revision,
+            format: ctx.runtime_format(),
+        }
+    }
+}
+
+pub async fn run(ctx: Arc<Ctx>, p: RunParams, call: Arc<Call>) -> Result<RunAnswer> {
+    ctx.ops.run(p.turn(&ctx), &call).await
+}
+
+pub async fn stream(ctx: Arc<Ctx>, p: RunParams, call: Arc<Call>) -> Result<RunAnswer> {
+    ctx.ops.stream(p.turn(&ctx), &call).await
+}
+
+/// `session/run`'s params plus `schema` and `retries`. (Spelled out: serde's `flatten`
+/// cannot read numbers kept exactly.)
+#[derive(Deserialize)]
+pub struct JsonParams {
+    session_id: SessionId,
+    input: String,
+    #[serde(default)]
+    images: Option<Vec<String>>,
+    #[serde(default)]
+    temperature: Option<Value>,
+    #[serde(default)]
+    max_tokens: Option<Value>,
+    #[serde(default)]
+    tools: Option<Value>,
+    #[serde(default)]
+    metadata: Option<Map<String, Value>>,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+    #[serde(default)]
+    expected_revision: Option<u64>,
+    schema: Map<String, Value>,
+    #[serde(default)]
+    retries: Option<u32>,
+}
+
+pub async fn json(ctx: Arc<Ctx>, p: JsonParams, call: Arc<Call>) -> Result<JsonAnswer> {
+    let run = RunParams {
+        session_id: p.session_id,
+        input: p.input,
+        images: p.images,
+        temperature: p.temperature,
+        max_tokens: p.max_tokens,
+        tools: p.tools,
+        metadata: p.metadata,
+        timeout_ms: p.timeout_ms,
+        expected_revision: p.expected_revision,
+    };
+    ctx.ops.json(run.turn(&ctx), Value::Object(p.schema), p.retries.unwrap_or(0), &call).await
+}
