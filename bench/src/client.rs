@@ -68,6 +68,28 @@ impl Client {
         body
     }
 
+    /// Answers a request of the server's (`id` as JSON text) with `result`.
+    pub fn answer(&mut self, id: &str, result: &str) {
+        let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#);
+        write!(self.w, "Content-Length: {}\r\n\r\n{body}", body.len()).expect("write to the server");
+    }
+
+    /// Calls `method`, answering each `runtime/run` the server asks meanwhile with
+    /// `answer`, as a host would; returns the call's reply.
+    pub fn call_hosting(&mut self, method: &str, params: &str, answer: &str) -> Vec<u8> {
+        self.send(method, params);
+        loop {
+            let body = self.recv();
+            let value: serde_json::Value = serde_json::from_slice(&body).expect("a JSON frame");
+            if value.get("method").and_then(|m| m.as_str()) == Some("runtime/run") {
+                self.answer(&value["id"].to_string(), answer);
+                continue;
+            }
+            assert!(value.get("error").is_none(), "an error reply: {value}");
+            return body;
+        }
+    }
+
     /// A reply that must be a success.
     pub fn recv_ok(&mut self) -> Vec<u8> {
         let body = self.recv();

@@ -7,7 +7,8 @@
 //! ```
 //!
 //! `--round-trips-only` is for the echo floor, which keeps no state; `--million` and
-//! `--provider` (export and token counts) use methods only convo has.
+//! `--provider` (export and token counts) use methods only convo has; `--runtime`
+//! measures a turn through the host (convo's `session/run`, the echo's `echo/ask`).
 //!
 //! It prints one line per figure and, with `--json`, appends one JSON object per run.
 
@@ -58,6 +59,9 @@ fn main() {
     }
     // Before the measures only convo takes part in, so that the baselines compare.
     report.add("peak_rss_mib", c.peak_rss_kib() as f64 / 1024.0, "MiB");
+    if flag("--runtime") {
+        measure_runtime(&mut c, sizes, flag("--round-trips-only"), &mut report);
+    }
     if flag("--provider") {
         measure_provider(&mut c, sizes, &mut report);
     }
@@ -143,6 +147,34 @@ fn measure_round_trips(c: &mut Client, sizes: &Sizes, report: &mut Report) {
     }
     let took = c.pipeline(sizes.pipelined, WINDOW, |i| user(&format!("pipe{}", i % 8), "hello"));
     report.add("pipelined_add_user_per_s", sizes.pipelined as f64 / took.as_secs_f64(), "req/s");
+}
+
+/// A turn through the host, answered at once: `session/run` (convo), or the echo's
+/// `echo/ask`, which only asks `runtime/run` and answers (the floor of such a turn).
+/// Each convo turn runs on a session of its own holding one earlier turn, so that the
+/// figure is the turn's own cost, not that of sending an ever longer history.
+fn measure_runtime(c: &mut Client, sizes: &Sizes, floor: bool, report: &mut Report) {
+    let answer = r#"{"text":"ok","usage":{"input_tokens":1,"output_tokens":1}}"#;
+    let mut lat: Vec<Duration> = (0..sizes.sequential)
+        .map(|i| {
+            let (method, params) = if floor {
+                ("echo/ask", "{}".to_owned())
+            } else {
+                let session = format!("run{i}");
+                create(c, &session);
+                let (m, p) = user(&session, "earlier");
+                c.call(&m, &p);
+                c.call("session/add_assistant", &json!({"session_id": session, "text": "ok"}).to_string());
+                ("session/run", json!({"session_id": session, "input": "hi"}).to_string())
+            };
+            let started = std::time::Instant::now();
+            c.call_hosting(method, &params, answer);
+            started.elapsed()
+        })
+        .collect();
+    lat.sort();
+    report.add("runtime_turn_p50_us", lat[lat.len() / 2].as_secs_f64() * 1e6, "us");
+    report.add("runtime_turn_p99_us", lat[lat.len() * 99 / 100].as_secs_f64() * 1e6, "us");
 }
 
 fn measure_history(c: &mut Client, sizes: &Sizes, report: &mut Report) {

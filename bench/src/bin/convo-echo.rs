@@ -1,6 +1,7 @@
 //! The floor: a minimal stdio server in LSP framing that answers every request with
 //! `null` and does nothing else. What convo costs is measured against what the pipe and
-//! the framing alone cost.
+//! the framing alone cost. `echo/ask` is the floor of a turn through the host: it asks
+//! the client `runtime/run` and answers `null` once the client answered.
 
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 
@@ -8,6 +9,8 @@ fn main() {
     let mut input = BufReader::with_capacity(1 << 16, std::io::stdin().lock());
     let mut output = BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     let mut line = String::new();
+    // The request of an `echo/ask` whose `runtime/run` the client has not answered yet.
+    let mut asked: Option<serde_json::Value> = None;
     loop {
         let mut length = 0;
         loop {
@@ -31,7 +34,23 @@ fn main() {
         if message.get("method").and_then(|m| m.as_str()) == Some("exit") {
             return;
         }
-        if let Some(id) = message.get("id") {
+        if message.get("method").and_then(|m| m.as_str()) == Some("echo/ask") {
+            let ask = r#"{"jsonrpc":"2.0","id":"convo:1","method":"runtime/run","params":{}}"#;
+            let _ = write!(output, "Content-Length: {}\r\n\r\n{ask}", ask.len());
+            if output.flush().is_err() {
+                return;
+            }
+            asked = message.get("id").cloned();
+            continue;
+        }
+        let id = match (message.get("method"), asked.take()) {
+            (None, Some(id)) => Some(id),
+            (_, asked_before) => {
+                asked = asked_before;
+                message.get("id").cloned()
+            }
+        };
+        if let Some(id) = id {
             let reply = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":null}}"#);
             let _ = write!(output, "Content-Length: {}\r\n\r\n{reply}", reply.len());
         }
