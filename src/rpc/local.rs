@@ -33,7 +33,7 @@ impl LocalServer {
         // (1008 `disconnected`) instead of waiting.
         peer.close();
         let ops = Ops { store, host: Arc::new(PeerHost(peer.clone())) };
-        let ctx = methods::Ctx::new(ops, FramingCell::new(Some(Framing::Ndjson)), max_message_bytes);
+        let ctx = methods::Ctx::new(ops, peer.clone(), FramingCell::new(Some(Framing::Ndjson)), max_message_bytes);
         let limits = crate::rpc::Config {
             framing: Some(Framing::Ndjson),
             max_message_bytes,

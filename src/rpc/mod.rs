@@ -14,6 +14,7 @@ mod order;
 mod outgoing;
 pub mod peer;
 mod stdio;
+mod watch;
 mod writer;
 
 use std::io;
@@ -48,7 +49,7 @@ pub async fn serve(config: Config, store: Arc<dyn Store>, input: Source, output:
     let (outbox, writer) = writer::spawn(output, framing.clone())?;
     let peer = Arc::new(Peer::new(outbox.clone()));
     let ops = Ops { store: store.clone(), host: Arc::new(PeerHost(peer.clone())) };
-    let ctx = methods::Ctx::new(ops, framing.clone(), config.max_message_bytes);
+    let ctx = methods::Ctx::new(ops, peer.clone(), framing.clone(), config.max_message_bytes);
     let connection = Connection::new(methods::module(ctx), outbox, peer, &config);
     let input = Input::new(input, Decoder::new(framing, config.max_message_bytes))?;
     let sweeper = tokio::spawn(sweep(store.clone()));

@@ -15,6 +15,7 @@ use crate::session::{
     Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, Tail, check_revision,
     new_session_id, now, plan_append, turns_cut,
 };
+use crate::store::feed::{Change, ChangeKind, Feed, Watcher};
 use crate::store::{Appended, HistoryPage, Removed, Store};
 
 #[derive(Default)]
@@ -22,6 +23,8 @@ pub struct MemoryStore {
     sessions: Mutex<HashMap<String, Entry>>,
     /// Stream drafts by stream id. Locked after `sessions` when both are.
     drafts: Mutex<HashMap<String, Draft>>,
+    /// Changes are published while `sessions` is locked, so in commit order.
+    feed: Feed,
 }
 
 #[derive(Clone)]
@@ -120,6 +123,7 @@ impl MemoryStore {
         &self,
         session_id: &str,
         expected_revision: Option<u64>,
+        kind: ChangeKind,
         change: impl FnOnce(&mut Entry) -> Result<(bool, T)>,
     ) -> Result<(T, u64)> {
         let mut sessions = self.lock();
@@ -128,8 +132,15 @@ impl MemoryStore {
         let (changed, out) = change(entry)?;
         if changed {
             entry.touch();
+            self.publish(session_id, entry, kind);
         }
         Ok((out, entry.revision))
+    }
+
+    /// Tells watchers of a committed change; called with `sessions` locked.
+    fn publish(&self, session_id: &str, entry: &Entry, kind: ChangeKind) {
+        let message_count = entry.history.messages.len() as u64;
+        self.feed.publish(Change { session_id: session_id.to_owned(), revision: entry.revision, kind, message_count });
     }
 
     fn drafts(&self) -> MutexGuard<'_, HashMap<String, Draft>> {
@@ -137,10 +148,11 @@ impl MemoryStore {
     }
 
     fn append_now(&self, session_id: &str, messages: Vec<Message>, expected_revision: Option<u64>) -> Result<Appended> {
-        Self::append_locked(self.lock(), session_id, messages, expected_revision)
+        self.append_locked(self.lock(), session_id, messages, expected_revision)
     }
 
     fn append_locked(
+        &self,
         mut sessions: MutexGuard<'_, Sessions>,
         session_id: &str,
         messages: Vec<Message>,
@@ -153,6 +165,7 @@ impl MemoryStore {
         if !planned.is_empty() {
             planned.into_iter().for_each(|m| entry.history.push(m));
             entry.touch();
+            self.publish(session_id, entry, ChangeKind::Appended);
         }
         let index = entry.history.messages.len().saturating_sub(1) as u64;
         Ok(Appended { message_ids, index, revision: entry.revision })
@@ -186,6 +199,7 @@ impl Store for MemoryStore {
         let id = free_id(&sessions, session_id)?;
         let entry = Entry::new(fields, History::default(), None);
         let info = entry.info(&id);
+        self.publish(&id, &entry, ChangeKind::Created);
         sessions.insert(id, entry);
         Ok(info)
     }
@@ -211,6 +225,7 @@ impl Store for MemoryStore {
         check_revision(expected_revision, entry.revision)?;
         if patch.apply(&mut entry.fields) {
             entry.touch();
+            self.publish(session_id, entry, ChangeKind::Updated);
         }
         Ok(entry.info(session_id))
     }
@@ -219,7 +234,10 @@ impl Store for MemoryStore {
         let mut sessions = self.lock();
         let entry = sessions.get(session_id).ok_or_else(|| not_found(session_id))?;
         check_revision(expected_revision, entry.revision)?;
+        let (revision, message_count) = (entry.revision, entry.history.messages.len() as u64);
         sessions.remove(session_id);
+        let session_id = session_id.to_owned();
+        self.feed.publish(Change { session_id, revision, kind: ChangeKind::Deleted, message_count });
         Ok(())
     }
 
@@ -248,7 +266,7 @@ impl Store for MemoryStore {
     }
 
     async fn trim_turns(&self, session_id: &str, max_turns: u64, expected_revision: Option<u64>) -> Result<Removed> {
-        let (removed, revision) = self.mutate(session_id, expected_revision, |e| {
+        let (removed, revision) = self.mutate(session_id, expected_revision, ChangeKind::Trimmed, |e| {
             let cut = turns_cut(e.history.messages.len(), e.history.newest_first().map(|m| m.role), max_turns);
             e.history.drop_oldest(cut);
             Ok((cut > 0, cut as u64))
@@ -257,7 +275,7 @@ impl Store for MemoryStore {
     }
 
     async fn clear(&self, session_id: &str, expected_revision: Option<u64>) -> Result<Removed> {
-        let (removed, revision) = self.mutate(session_id, expected_revision, |e| {
+        let (removed, revision) = self.mutate(session_id, expected_revision, ChangeKind::Cleared, |e| {
             let removed = e.history.messages.len();
             e.history = History::default();
             Ok((removed > 0, removed as u64))
@@ -285,6 +303,7 @@ impl Store for MemoryStore {
         let entry = Entry::new(parent.fields.clone(), history, Some(forked_from));
         let id = free_id(&sessions, new_session_id)?;
         let info = entry.info(&id);
+        self.publish(&id, &entry, ChangeKind::Created);
         sessions.insert(id, entry);
         Ok(info)
     }
@@ -310,6 +329,7 @@ impl Store for MemoryStore {
             other => free_id(&sessions, other)?,
         };
         let info = entry.info(&id);
+        self.publish(&id, &entry, ChangeKind::Imported);
         sessions.insert(id, entry);
         Ok(info)
     }
@@ -327,12 +347,16 @@ impl Store for MemoryStore {
     ) -> Result<Appended> {
         let sessions = self.lock();
         let mut drafts = self.drafts();
-        let appended = Self::append_locked(sessions, session_id, messages, expected_revision)?;
+        let appended = self.append_locked(sessions, session_id, messages, expected_revision)?;
         drafts.remove(stream_id);
         Ok(appended)
     }
 
     async fn save_draft(&self, draft: Draft) -> Result<()> {
+        let sessions = self.lock();
+        if let Some(entry) = sessions.get(&draft.session_id) {
+            self.publish(&draft.session_id, entry, ChangeKind::Draft);
+        }
         self.drafts().insert(draft.stream_id.clone(), draft);
         Ok(())
     }
@@ -354,7 +378,11 @@ impl Store for MemoryStore {
             return Ok(None);
         }
         let session_id = draft.session_id.clone();
-        Self::append_locked(sessions, &session_id, draft.into_messages(end), None).map(Some)
+        self.append_locked(sessions, &session_id, draft.into_messages(end), None).map(Some)
+    }
+
+    fn watch(&self) -> Arc<Watcher> {
+        self.feed.watch()
     }
 
     async fn stale_drafts(&self, before: i64) -> Result<Vec<String>> {

@@ -2,6 +2,7 @@
 //! mutation applies the conversation rules (`crate::session`) inside its own atomic step,
 //! checks `expected_revision` there, and either takes effect whole or not at all.
 
+pub mod feed;
 mod memory;
 mod sqlite;
 
@@ -122,6 +123,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// The drafts whose owner has not refreshed them since `before` (Unix milliseconds).
     async fn stale_drafts(&self, before: i64) -> Result<Vec<String>>;
+
+    /// Watches every change committed from now on, by this process or (for a store
+    /// several processes share) by any other.
+    fn watch(&self) -> Arc<feed::Watcher>;
 }
 
 /// The backends `--store` can name: `memory`, `sqlite` (the default path) or

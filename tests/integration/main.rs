@@ -13,4 +13,5 @@ mod messages;
 mod properties;
 mod runtime;
 mod sessions;
+mod watch;
 mod wire;

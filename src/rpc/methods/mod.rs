@@ -10,6 +10,7 @@ mod param_errors;
 mod provider;
 mod runtime;
 mod sessions;
+mod watch;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -23,11 +24,16 @@ use serde::de::{Deserialize, DeserializeOwned, Deserializer};
 use crate::error::{Error, Result};
 use crate::ops::{Call, Ops};
 use crate::rpc::framing::FramingCell;
+use crate::rpc::peer::Peer;
+use crate::rpc::watch::Subscriptions;
 use crate::session::export::Format;
 
 /// What every handler can reach: the connection's operations and settings.
 pub struct Ctx {
     pub ops: Ops,
+    /// The client, for the notifications of subscriptions.
+    pub peer: Arc<Peer>,
+    pub subscriptions: Subscriptions,
     pub framing: Arc<FramingCell>,
     pub max_message_bytes: usize,
     /// Every registered method, sorted, for `initialize`.
@@ -37,8 +43,16 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    pub fn new(ops: Ops, framing: Arc<FramingCell>, max_message_bytes: usize) -> Self {
-        Ctx { ops, framing, max_message_bytes, method_names: OnceLock::new(), runtime_format: Mutex::new(None) }
+    pub fn new(ops: Ops, peer: Arc<Peer>, framing: Arc<FramingCell>, max_message_bytes: usize) -> Self {
+        Ctx {
+            ops,
+            peer,
+            subscriptions: Subscriptions::default(),
+            framing,
+            max_message_bytes,
+            method_names: OnceLock::new(),
+            runtime_format: Mutex::new(None),
+        }
     }
 
     pub fn runtime_format(&self) -> Option<Format> {
@@ -121,6 +135,8 @@ pub fn module(ctx: Ctx) -> Registry {
     t.add("session/run", Session, Host, runtime::run);
     t.add("session/json", Session, Host, runtime::json);
     t.add("session/stream", Session, Host, runtime::stream);
+    t.add("session/subscribe", Barrier, Inline, watch::subscribe);
+    t.add("session/unsubscribe", Barrier, Inline, watch::unsubscribe);
     let mut names: Vec<&'static str> = t.module.method_names().collect();
     names.sort_unstable();
     let _ = ctx.method_names.set(names);

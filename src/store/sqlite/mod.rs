@@ -7,6 +7,7 @@
 //! share one database without losing an update.
 
 mod chain;
+mod changes;
 mod drafts;
 mod file;
 mod rows;
@@ -25,6 +26,7 @@ use crate::session::{
     Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, check_revision, new_session_id,
     now, plan_append,
 };
+use crate::store::feed::{ChangeKind, Feed, Watcher};
 use crate::store::{Appended, HistoryPage, Removed, Store};
 use chain::Span;
 use rows::{SESSION_COLUMNS, SessionRow, require_session};
@@ -42,6 +44,9 @@ pub struct SqliteStore {
     writer: writer::Writer,
     reads: Pool,
     idle: Arc<Mutex<Vec<Connection>>>,
+    /// Changes of every process, published by the change-log poller.
+    feed: Arc<Feed>,
+    poller: std::sync::Once,
 }
 
 impl SqliteStore {
@@ -72,6 +77,8 @@ impl SqliteStore {
                 writer,
                 reads: Pool::new("sqlite reader", READERS),
                 idle: Arc::new(Mutex::new(vec![reader])),
+                feed: Arc::default(),
+                poller: std::sync::Once::new(),
             }),
             Err(e) => {
                 // Every connection is closed by now.
@@ -142,6 +149,12 @@ fn new_info(session_id: String, fields: Fields, forked_from: Option<ForkPoint>, 
     }
 }
 
+/// Writes a session row after a change, and logs the change.
+fn put(c: &Connection, kind: ChangeKind, row: &SessionRow) -> Result<()> {
+    rows::put_session(c, row)?;
+    changes::record(c, &row.info.session_id, row.info.revision, kind, row.len - row.start)
+}
+
 /// `Store::append` inside a write transaction.
 fn append_in(c: &Connection, id: &str, messages: Vec<Message>, expected_revision: Option<u64>) -> Result<Appended> {
     let row = require_session(c, id)?;
@@ -155,7 +168,7 @@ fn append_in(c: &Connection, id: &str, messages: Vec<Message>, expected_revision
     insert_all(c, row.segment, row.len, &planned)?;
     let mut row = touched(row);
     row.len += planned.len() as u64;
-    rows::put_session(c, &row)?;
+    put(c, ChangeKind::Appended, &row)?;
     Ok(Appended { message_ids, index: row.len - row.start - 1, revision: row.info.revision })
 }
 
@@ -177,7 +190,7 @@ impl Store for SqliteStore {
             .write(move |c| {
                 let info = new_info(free_id(c, session_id)?, fields, None, 0);
                 let segment = chain::new_segment(c, None, 0)?;
-                rows::put_session(c, &SessionRow { info: info.clone(), segment, start: 0, len: 0 })?;
+                put(c, ChangeKind::Created, &SessionRow { info: info.clone(), segment, start: 0, len: 0 })?;
                 Ok(info)
             })
             .await
@@ -216,7 +229,7 @@ impl Store for SqliteStore {
                 let mut row = touched(row);
                 (row.info.system, row.info.cwd, row.info.title, row.info.metadata) =
                     (fields.system, fields.cwd, fields.title, fields.metadata);
-                rows::put_session(c, &row)?;
+                put(c, ChangeKind::Updated, &row)?;
                 Ok(row.info)
             })
             .await
@@ -229,6 +242,7 @@ impl Store for SqliteStore {
                 let row = require_session(c, &id)?;
                 check_revision(expected_revision, row.info.revision)?;
                 c.execute("DELETE FROM sessions WHERE session_id = ?1", [&id]).map_err(sql)?;
+                changes::record(c, &id, row.info.revision, ChangeKind::Deleted, row.len - row.start)?;
                 chain::reclaim(c, row.segment)
             })
             .await
@@ -269,7 +283,7 @@ impl Store for SqliteStore {
                 }
                 let mut row = touched(row);
                 row.start += cut;
-                rows::put_session(c, &row)?;
+                put(c, ChangeKind::Trimmed, &row)?;
                 chain::reclaim(c, row.segment)?;
                 Ok(Removed { removed: cut, revision: row.info.revision })
             })
@@ -289,7 +303,7 @@ impl Store for SqliteStore {
                 let old = row.segment;
                 let mut row = touched(row);
                 (row.segment, row.start, row.len) = (chain::new_segment(c, None, 0)?, 0, 0);
-                rows::put_session(c, &row)?;
+                put(c, ChangeKind::Cleared, &row)?;
                 chain::reclaim(c, old)?;
                 Ok(Removed { removed, revision: row.info.revision })
             })
@@ -319,7 +333,11 @@ impl Store for SqliteStore {
                 let segment = chain::new_segment(c, chain::fork_parent(&spans, parent.start, cut), cut)?;
                 let forked_from = ForkPoint { session_id: id.clone(), message_id: last };
                 let info = new_info(new_id, parent.fields(), Some(forked_from), cut - parent.start);
-                rows::put_session(c, &SessionRow { info: info.clone(), segment, start: parent.start, len: cut })?;
+                put(
+                    c,
+                    ChangeKind::Created,
+                    &SessionRow { info: info.clone(), segment, start: parent.start, len: cut },
+                )?;
                 Ok(info)
             })
             .await
@@ -344,13 +362,13 @@ impl Store for SqliteStore {
                 insert_all(c, segment, 0, &import.messages)?;
                 let Some(old) = existing else {
                     let info = new_info(free_id(c, import.session_id)?, import.fields, None, n);
-                    rows::put_session(c, &SessionRow { info: info.clone(), segment, start: 0, len: n })?;
+                    put(c, ChangeKind::Imported, &SessionRow { info: info.clone(), segment, start: 0, len: n })?;
                     return Ok(info);
                 };
                 let old_segment = old.segment;
                 let mut info = new_info(old.info.session_id, import.fields, None, n);
                 (info.created_at, info.revision) = (old.info.created_at, old.info.revision + 1);
-                rows::put_session(c, &SessionRow { info: info.clone(), segment, start: 0, len: n })?;
+                put(c, ChangeKind::Imported, &SessionRow { info: info.clone(), segment, start: 0, len: n })?;
                 chain::reclaim(c, old_segment)?;
                 Ok(info)
             })
@@ -380,7 +398,34 @@ impl Store for SqliteStore {
     }
 
     async fn save_draft(&self, draft: Draft) -> Result<()> {
-        self.writer.write(move |c| drafts::put(c, &draft)).await
+        self.writer
+            .write(move |c| {
+                if let Some(row) = rows::load_session(c, &draft.session_id)? {
+                    let count = row.len - row.start;
+                    changes::record(c, &draft.session_id, row.info.revision, ChangeKind::Draft, count)?;
+                }
+                drafts::put(c, &draft)
+            })
+            .await
+    }
+
+    fn watch(&self) -> Arc<Watcher> {
+        // Watching before the poller starts: it publishes from its first row on.
+        let watcher = self.feed.watch();
+        self.poller.call_once(|| {
+            let (path, settings, feed) = (self.path.clone(), self.settings, Arc::downgrade(&self.feed));
+            let started = schema::open_reader(&path, settings).and_then(|conn| {
+                let after = changes::newest(&conn).map_err(sql)?;
+                std::thread::Builder::new()
+                    .name("convo-sqlite-watch".into())
+                    .spawn(move || changes::poll(conn, feed, after))
+                    .map_err(|e| Error::StorageUnavailable(e.to_string()))
+            });
+            if let Err(e) = started {
+                tracing::error!(error = %e, "cannot watch the change log; other processes' changes will not be seen");
+            }
+        });
+        watcher
     }
 
     async fn draft(&self, session_id: &str) -> Result<Option<Draft>> {

@@ -79,6 +79,16 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX drafts_by_session ON drafts(session_id, refreshed_at);
     CREATE INDEX drafts_by_refresh ON drafts(refreshed_at);
     "#,
+    // 4: the change log, read by every process's watchers.
+    r#"
+    CREATE TABLE changes (
+        seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id    TEXT NOT NULL,
+        revision      INTEGER NOT NULL,
+        kind          TEXT NOT NULL,
+        message_count INTEGER NOT NULL
+    );
+    "#,
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

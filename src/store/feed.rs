@@ -1,0 +1,161 @@
+//! The change feed: every change a store commits, handed to whoever watches. A watcher
+//! keeps, per session, only the latest change not yet taken, so a slow watcher costs
+//! memory for the sessions that changed, not for the changes: notifications may be
+//! coalesced, and the last change of a session is always delivered.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+
+use serde::Serialize;
+use tokio::sync::Notify;
+
+/// What a change did to a session, as `session/changed` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeKind {
+    Created,
+    Appended,
+    Updated,
+    Trimmed,
+    Cleared,
+    Imported,
+    Deleted,
+    Draft,
+}
+
+impl ChangeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Created => "created",
+            ChangeKind::Appended => "appended",
+            ChangeKind::Updated => "updated",
+            ChangeKind::Trimmed => "trimmed",
+            ChangeKind::Cleared => "cleared",
+            ChangeKind::Imported => "imported",
+            ChangeKind::Deleted => "deleted",
+            ChangeKind::Draft => "draft",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            ChangeKind::Created,
+            ChangeKind::Appended,
+            ChangeKind::Updated,
+            ChangeKind::Trimmed,
+            ChangeKind::Cleared,
+            ChangeKind::Imported,
+            ChangeKind::Deleted,
+            ChangeKind::Draft,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+    }
+}
+
+/// One committed change of one session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub session_id: String,
+    pub revision: u64,
+    pub kind: ChangeKind,
+    pub message_count: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct Feed {
+    watchers: Mutex<Vec<Weak<Watcher>>>,
+}
+
+#[derive(Debug, Default)]
+pub struct Watcher {
+    /// The latest change of each session not yet taken, and the order sessions first
+    /// changed in since the last take.
+    pending: Mutex<(HashMap<String, Change>, Vec<String>)>,
+    ready: Notify,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Feed {
+    /// Hands a committed change to every watcher.
+    pub fn publish(&self, change: Change) {
+        let mut watchers = lock(&self.watchers);
+        watchers.retain(|w| w.strong_count() > 0);
+        for watcher in watchers.iter().filter_map(Weak::upgrade) {
+            watcher.push(change.clone());
+        }
+    }
+
+    /// Starts watching every change from now on; stops when the watcher is dropped.
+    pub fn watch(&self) -> Arc<Watcher> {
+        let watcher = Arc::new(Watcher::default());
+        lock(&self.watchers).push(Arc::downgrade(&watcher));
+        watcher
+    }
+
+    /// Whether anyone watches (a store may skip work for nobody).
+    pub fn watched(&self) -> bool {
+        lock(&self.watchers).iter().any(|w| w.strong_count() > 0)
+    }
+}
+
+impl Watcher {
+    fn push(&self, change: Change) {
+        let mut pending = lock(&self.pending);
+        let (latest, order) = &mut *pending;
+        if latest.insert(change.session_id.clone(), change.clone()).is_none() {
+            order.push(change.session_id);
+        }
+        drop(pending);
+        self.ready.notify_one();
+    }
+
+    /// Waits for changes and takes them: the latest of each session that changed, in
+    /// the order the sessions first changed.
+    pub async fn next(&self) -> Vec<Change> {
+        loop {
+            {
+                let mut pending = lock(&self.pending);
+                let (latest, order) = &mut *pending;
+                if !order.is_empty() {
+                    return order.drain(..).filter_map(|id| latest.remove(&id)).collect();
+                }
+            }
+            self.ready.notified().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(id: &str, revision: u64) -> Change {
+        Change { session_id: id.into(), revision, kind: ChangeKind::Appended, message_count: revision }
+    }
+
+    #[tokio::test]
+    async fn a_slow_watcher_gets_the_latest_change_of_each_session() {
+        let feed = Feed::default();
+        let watcher = feed.watch();
+        for revision in 1..=1000 {
+            feed.publish(change("a", revision));
+        }
+        feed.publish(change("b", 1));
+        assert_eq!(watcher.next().await, [change("a", 1000), change("b", 1)]);
+        feed.publish(change("a", 1001));
+        assert_eq!(watcher.next().await, [change("a", 1001)]);
+    }
+
+    #[test]
+    fn a_dropped_watcher_is_forgotten() {
+        let feed = Feed::default();
+        drop(feed.watch());
+        assert!(!feed.watched());
+        feed.publish(change("a", 1));
+        assert!(lock(&feed.watchers).is_empty());
+    }
+}

@@ -1,0 +1,158 @@
+//! Issue 12: `session/subscribe` and `session/changed`, in one process and across two
+//! processes on one SQLite file.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::harness::{Framing, Server, Value, json};
+
+/// The next `session/changed` params, skipping nothing else.
+fn changed(s: &mut Server) -> Value {
+    s.host_notification("session/changed")
+}
+
+/// Notifications until one for `session_id` at `revision` with `change` arrives.
+fn until(s: &mut Server, session_id: &str, revision: u64, change: &str) -> Vec<Value> {
+    let mut seen = Vec::new();
+    loop {
+        let n = changed(s);
+        let last = n["session_id"] == session_id && n["revision"] == revision && n["change"] == change;
+        seen.push(n);
+        if last {
+            return seen;
+        }
+    }
+}
+
+fn in_revision_order(seen: &[Value]) {
+    let mut last = std::collections::HashMap::new();
+    for n in seen {
+        let (id, rev) = (n["session_id"].as_str().unwrap().to_owned(), n["revision"].as_u64().unwrap());
+        if n["change"] == "deleted" || n["change"] == "created" {
+            last.remove(&id);
+        }
+        let before = last.insert(id.clone(), rev).unwrap_or(0);
+        assert!(rev >= before, "{id}: revision {rev} after {before}: {seen:?}");
+    }
+}
+
+/// Every change of process A reaches process B's subscription, in revision order per
+/// session, the last one always.
+#[test]
+fn changes_of_another_process_reach_a_subscriber() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.db");
+    let mut a = Server::on_file(&path, Framing::Ndjson, &[]);
+    let mut b = Server::on_file(&path, Framing::Lsp, &[]);
+    let sub = b.call("session/subscribe", json!({}))["subscription_id"].as_str().unwrap().to_owned();
+
+    a.call("session/create", json!({"session_id": "s"}));
+    for i in 0..5 {
+        a.call("session/add_user", json!({"session_id": "s", "text": format!("m{i}")}));
+    }
+    a.call("session/update", json!({"session_id": "s", "title": "t"}));
+    a.call("session/trim", json!({"session_id": "s", "max_turns": 2}));
+    a.call("session/clear", json!({"session_id": "s"}));
+    a.call("session/delete", json!({"session_id": "s"}));
+
+    let seen = until(&mut b, "s", 8, "deleted");
+    assert!(seen.iter().all(|n| n["subscription_id"] == sub.as_str()));
+    in_revision_order(&seen);
+    let kinds: Vec<&str> = seen.iter().map(|n| n["change"].as_str().unwrap()).collect();
+    for kind in &kinds {
+        assert!(["created", "appended", "updated", "trimmed", "cleared", "deleted"].contains(kind), "{kinds:?}");
+    }
+    // B's own changes are told too.
+    b.call("session/create", json!({"session_id": "mine"}));
+    let n = until(&mut b, "mine", 0, "created").pop().unwrap();
+    assert_eq!(n["message_count"], 0);
+}
+
+/// A subscription to one session sees only it, may watch a session not yet created,
+/// and ends with unsubscribe.
+fn one_session_and_unsubscribe(s: &mut Server) {
+    let sub = s.call("session/subscribe", json!({"session_id": "later"}))["subscription_id"].clone();
+    s.call("session/create", json!({"session_id": "other"}));
+    s.call("session/add_user", json!({"session_id": "other", "text": "x"}));
+    s.call("session/create", json!({"session_id": "later"}));
+    let n = changed(s);
+    assert_eq!(
+        n,
+        json!({"subscription_id": sub, "session_id": "later", "revision": 0, "change": "created", "message_count": 0})
+    );
+    s.call("session/add_user", json!({"session_id": "later", "text": "hi"}));
+    let n = changed(s);
+    assert_eq!((&n["change"], &n["revision"], &n["message_count"]), (&json!("appended"), &json!(1), &json!(1)));
+    assert_eq!(s.call("session/unsubscribe", json!({"subscription_id": sub})), Value::Null);
+    s.call("session/add_user", json!({"session_id": "later", "text": "again"}));
+    s.assert_silent();
+    s.fail("session/unsubscribe", json!({"subscription_id": sub}), -32602);
+}
+
+crate::every_store!(one_session_and_unsubscribe);
+
+fn status_kib(pid: u32, field: &str) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    text.lines().find_map(|l| l.strip_prefix(field)?.split_whitespace().next()?.parse().ok()).unwrap()
+}
+
+/// A subscriber that reads nothing while another process makes 20,000 changes gets
+/// coalesced notifications, not a growing server, and the last change of every session.
+#[test]
+fn a_subscriber_that_reads_nothing_gets_coalesced_notifications() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.db");
+    let mut a = Server::on_file(&path, Framing::Ndjson, &[]);
+    for s in 0..20 {
+        a.call("session/create", json!({"session_id": format!("s{s}")}));
+    }
+    let mut b = Command::new(env!("CARGO_BIN_EXE_convo"))
+        .args(["--store", &format!("sqlite:{}", path.display())])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Should a last change never come, the reading below must still end.
+    let pid = b.id() as i32;
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(120));
+        // SAFETY: kill(2) on the child's pid, which the test still holds.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    });
+    let mut stdin = b.stdin.take().unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"session/subscribe","params":{{}}}}"#).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let big = "w".repeat(2000);
+    for round in 0..1000 {
+        let ids: Vec<u64> = (0..20)
+            .map(|s| a.send_request("session/add_user", json!({"session_id": format!("s{s}"), "text": big})))
+            .collect();
+        for id in ids {
+            a.recv_reply(id);
+        }
+        if round == 999 {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+    let peak_mib = status_kib(b.id(), "VmHWM:") / 1024;
+    assert!(peak_mib < 100, "peak RSS {peak_mib} MiB of a subscriber that read nothing");
+
+    // Now read: every session's last change arrives.
+    let mut last = std::collections::HashMap::new();
+    let mut count = 0;
+    let mut lines = BufReader::new(b.stdout.take().unwrap()).lines();
+    while last.len() < 20 || last.values().any(|&r| r < 1000) {
+        let line = lines.next().expect("the subscriber's output ended before every last change").unwrap();
+        let frame: Value = serde_json::from_str(&line).unwrap();
+        if frame["method"] == "session/changed" {
+            count += 1;
+            let p = &frame["params"];
+            last.insert(p["session_id"].as_str().unwrap().to_owned(), p["revision"].as_u64().unwrap());
+        }
+    }
+    drop(stdin);
+    assert!(b.wait().unwrap().success());
+    assert!(count < 20_000, "{count} notifications for 20,000 changes: coalesced");
+}
