@@ -1,0 +1,100 @@
+package convo_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"testing"
+
+	convo "github.com/convo-dev/convo/clients/go"
+)
+
+// The README's examples, compiled with the tests.
+
+func Example() {
+	ctx := context.Background()
+	c, err := convo.Start(ctx, convo.WithStore("memory")) // the binary: $CONVO_BINARY or PATH
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	s, err := c.CreateSession(ctx, convo.CreateSessionParams{System: "You are terse."})
+	if err != nil {
+		log.Fatal(err)
+	}
+	id := s.SessionID
+	c.AddUser(ctx, convo.AddUserParams{SessionID: id, Text: "List the files."})
+	call, _ := convo.NewToolCall("call_1", "ls", map[string]string{"path": "."})
+	c.AddAssistant(ctx, convo.AddAssistantParams{SessionID: id, ToolCalls: []convo.ToolCall{call}})
+
+	// The host crashed before the tool ran? History still hands out a valid transcript.
+	h, err := c.History(ctx, convo.HistoryParams{SessionID: id})
+	if err != nil {
+		log.Fatal(err)
+	}
+	last := h.Messages[len(h.Messages)-1]
+	fmt.Println(len(h.Messages), h.Repaired, last.Content)
+}
+
+func Example_errors() {
+	ctx := context.Background()
+	c, err := convo.Start(ctx, convo.WithStore("memory"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	_, err = c.AddToolResult(ctx, convo.AddToolResultParams{SessionID: "nope", ToolCallID: "x", Content: convo.Text("ok")})
+	if errors.Is(err, convo.ErrSessionNotFound) {
+		fmt.Println("no such session")
+	}
+	var rpc *convo.RPCError
+	if errors.As(err, &rpc) {
+		fmt.Println(rpc.Code, rpc.Kind(), rpc.Details().SessionID)
+	}
+}
+
+func ExampleWithRuntime() {
+	ctx := context.Background()
+	runtime := func(ctx context.Context, req *convo.RuntimeRequest) (*convo.RuntimeAnswer, error) {
+		// req.Messages: the repaired history, then the new user message; req.Payload: the
+		// same as an OpenAI chat body (WithRuntimeFormat). Call your model here.
+		if req.Streaming() {
+			for _, piece := range []string{"Four", "."} {
+				if err := req.SendText(ctx, piece); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return &convo.RuntimeAnswer{Text: "Four.", Usage: map[string]int{"output_tokens": 2}, Model: "my-model"}, nil
+	}
+	c, err := convo.Start(ctx, convo.WithStore("memory"),
+		convo.WithRuntime(runtime), convo.WithRuntimeFormat(convo.FormatOpenAIChat))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	s, _ := c.CreateSession(ctx, convo.CreateSessionParams{})
+	answer, err := c.Run(ctx, convo.RunParams{SessionID: s.SessionID, Input: "What is 2 + 2?", Temperature: convo.Ptr(0.0)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(*answer.Text, answer.MessageIDs, answer.Revision)
+
+	streamed, err := c.Stream(ctx, convo.RunParams{SessionID: s.SessionID, Input: "Again?"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(*streamed.Text)
+}
+
+// TestExamples runs the examples (they print ids and times, so they have no Output).
+func TestExamples(t *testing.T) {
+	t.Setenv("CONVO_BINARY", binary(t))
+	Example()
+	Example_errors()
+	ExampleWithRuntime()
+}

@@ -1,0 +1,3 @@
+module github.com/convo-dev/convo/clients/go
+
+go 1.21

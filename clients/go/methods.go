@@ -1,0 +1,163 @@
+package convo
+
+import "context"
+
+// The typed methods, one per method of protocol/openrpc.json (shutdown is sent by Close,
+// and by Shutdown). Errors are *RPCError, matching the sentinels with errors.Is.
+
+// Initialize asks for the server's info and capabilities, and sets (or, without
+// params.Runtime, clears) the runtime format. Start has already sent it.
+func (c *Client) Initialize(ctx context.Context, params InitializeParams) (*InitializeResult, error) {
+	var r InitializeResult
+	if err := c.Call(ctx, "initialize", params, &r); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.info = &r
+	c.mu.Unlock()
+	return &r, nil
+}
+
+// Shutdown waits for every earlier request and makes every acknowledged write durable;
+// convo refuses every later request. Close sends it, then exit; call Close after it.
+func (c *Client) Shutdown(ctx context.Context) error {
+	err := c.Call(ctx, "shutdown", nil, nil)
+	if err == nil {
+		c.shutDown.Store(true)
+	}
+	return err
+}
+
+// CreateSession creates an empty session (session/create); ErrSessionExists when the id
+// is taken.
+func (c *Client) CreateSession(ctx context.Context, params CreateSessionParams) (*SessionInfo, error) {
+	return call[SessionInfo](ctx, c, "session/create", params)
+}
+
+// GetSession returns a session's record (session/get).
+func (c *Client) GetSession(ctx context.Context, params GetSessionParams) (*SessionInfo, error) {
+	return call[SessionInfo](ctx, c, "session/get", params)
+}
+
+// ListSessions returns a page of sessions, newest created first (session/list).
+func (c *Client) ListSessions(ctx context.Context, params ListSessionsParams) (*SessionPage, error) {
+	return call[SessionPage](ctx, c, "session/list", params)
+}
+
+// UpdateSession sets or clears a session's system prompt, cwd, title and metadata
+// (session/update).
+func (c *Client) UpdateSession(ctx context.Context, params UpdateSessionParams) (*SessionInfo, error) {
+	return call[SessionInfo](ctx, c, "session/update", params)
+}
+
+// DeleteSession deletes a session; its forks keep their history (session/delete).
+func (c *Client) DeleteSession(ctx context.Context, params DeleteSessionParams) (*Deleted, error) {
+	return call[Deleted](ctx, c, "session/delete", params)
+}
+
+// AddUser appends a user message (session/add_user). Unanswered calls of the trailing
+// tool-call group are cancelled first.
+func (c *Client) AddUser(ctx context.Context, params AddUserParams) (*Added, error) {
+	return call[Added](ctx, c, "session/add_user", params)
+}
+
+// AddAssistant appends an assistant message, with text, tool calls or both
+// (session/add_assistant).
+func (c *Client) AddAssistant(ctx context.Context, params AddAssistantParams) (*Added, error) {
+	return call[Added](ctx, c, "session/add_assistant", params)
+}
+
+// AddToolResult appends the result of an unanswered call of the trailing group
+// (session/add_tool_result); ErrInvalidSequence when the rules refuse it.
+func (c *Client) AddToolResult(ctx context.Context, params AddToolResultParams) (*Added, error) {
+	return call[Added](ctx, c, "session/add_tool_result", params)
+}
+
+// AddMessage appends any message under the same rules (session/add_message).
+func (c *Client) AddMessage(ctx context.Context, params AddMessageParams) (*Added, error) {
+	return call[Added](ctx, c, "session/add_message", params)
+}
+
+// AddMessages appends messages in order, all or nothing, in one revision
+// (session/add_messages).
+func (c *Client) AddMessages(ctx context.Context, params AddMessagesParams) (*AddedMany, error) {
+	return call[AddedMany](ctx, c, "session/add_messages", params)
+}
+
+// History returns the messages, repaired unless Repair is Ptr(false) (session/history).
+func (c *Client) History(ctx context.Context, params HistoryParams) (*History, error) {
+	return call[History](ctx, c, "session/history", params)
+}
+
+// Trim drops the oldest whole turns, to MaxTurns turns or until the history fits
+// MaxTokens tokens (session/trim).
+func (c *Client) Trim(ctx context.Context, params TrimParams) (*TrimResult, error) {
+	return call[TrimResult](ctx, c, "session/trim", params)
+}
+
+// Fork copies a session, up to AtMessageID when given, into a new one (session/fork).
+func (c *Client) Fork(ctx context.Context, params ForkParams) (*SessionInfo, error) {
+	return call[SessionInfo](ctx, c, "session/fork", params)
+}
+
+// Clear drops every message, keeping the system prompt, cwd and metadata
+// (session/clear).
+func (c *Client) Clear(ctx context.Context, params ClearParams) (*Cleared, error) {
+	return call[Cleared](ctx, c, "session/clear", params)
+}
+
+// ToDict returns the session as the generic agent library's to_dict does
+// (session/to_dict).
+func (c *Client) ToDict(ctx context.Context, params ToDictParams) (*Dict, error) {
+	return call[Dict](ctx, c, "session/to_dict", params)
+}
+
+// FromDict imports a session from ToDict's (or the agent library's) dict
+// (session/from_dict).
+func (c *Client) FromDict(ctx context.Context, params FromDictParams) (*Imported, error) {
+	return call[Imported](ctx, c, "session/from_dict", params)
+}
+
+// Export returns the provider-ready request body of the history (session/export).
+func (c *Client) Export(ctx context.Context, params ExportParams) (*Exported, error) {
+	return call[Exported](ctx, c, "session/export", params)
+}
+
+// Validate lists what a provider would refuse in the stored history (session/validate).
+func (c *Client) Validate(ctx context.Context, params ValidateParams) (*Validated, error) {
+	return call[Validated](ctx, c, "session/validate", params)
+}
+
+// CountTokens counts the tokens of the system prompt and the repaired history
+// (session/count_tokens).
+func (c *Client) CountTokens(ctx context.Context, params CountTokensParams) (*TokenCount, error) {
+	return call[TokenCount](ctx, c, "session/count_tokens", params)
+}
+
+// Run asks the host's runtime (WithRuntime) for an answer to Input and stores the user
+// message and the answer in one step (session/run).
+func (c *Client) Run(ctx context.Context, params RunParams) (*RunAnswer, error) {
+	return call[RunAnswer](ctx, c, "session/run", params)
+}
+
+// JSON is Run for an answer that must be JSON meeting Schema (session/json).
+func (c *Client) JSON(ctx context.Context, params JSONParams) (*JSONAnswer, error) {
+	return call[JSONAnswer](ctx, c, "session/json", params)
+}
+
+// Stream is Run through runtime/stream: the runtime sends deltas, which convo keeps as
+// a draft until the final answer (session/stream). When ctx ends first, convo keeps
+// what was said (the user message and the partial answer, with metadata
+// {"partial": true, "reason": "cancelled"}).
+func (c *Client) Stream(ctx context.Context, params RunParams) (*RunAnswer, error) {
+	return call[RunAnswer](ctx, c, "session/stream", params)
+}
+
+// call is Call for the typed methods: the result, or nil and the error.
+func call[T any](ctx context.Context, c *Client, method string, params any) (*T, error) {
+	var r T
+	if err := c.Call(ctx, method, params, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}

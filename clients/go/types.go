@@ -1,0 +1,602 @@
+package convo
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+)
+
+// Role is a message's role.
+type Role string
+
+// The four roles.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Format names a provider's request format, for Export, Validate, CountTokens and the
+// runtime's payload.
+type Format string
+
+// The provider formats convo converts to.
+const (
+	FormatOpenAIChat        Format = "openai_chat"
+	FormatAnthropicMessages Format = "anthropic_messages"
+	FormatGeminiContents    Format = "gemini_contents"
+)
+
+// Ptr returns a pointer to v: convo.Ptr(int64(3)) for an ExpectedRevision, convo.Ptr(false)
+// for a Repair.
+func Ptr[T any](v T) *T { return &v }
+
+// Nullable is a parameter that can be left out, set to a value, or set to null: the zero
+// value leaves the field alone, Value(v) sets it, Null[T]() clears it. UpdateSession
+// uses it, where null and absent differ.
+type Nullable[T any] struct {
+	value T
+	state uint8 // 0 absent, 1 value, 2 null
+}
+
+// Value is a Nullable set to v.
+func Value[T any](v T) Nullable[T] { return Nullable[T]{value: v, state: 1} }
+
+// Null is a Nullable set to null.
+func Null[T any]() Nullable[T] { return Nullable[T]{state: 2} }
+
+// IsSet reports whether the field is given (a value or null).
+func (n Nullable[T]) IsSet() bool { return n.state != 0 }
+
+// IsNull reports whether the field is null.
+func (n Nullable[T]) IsNull() bool { return n.state == 2 }
+
+// Get returns the value and whether there is one.
+func (n Nullable[T]) Get() (T, bool) { return n.value, n.state == 1 }
+
+// MarshalJSON writes the value, or null.
+func (n Nullable[T]) MarshalJSON() ([]byte, error) {
+	if n.state != 1 {
+		return []byte("null"), nil
+	}
+	return json.Marshal(n.value)
+}
+
+// Content is a message's content as raw JSON: a string, null, or an array of content
+// parts (objects with a string "type"). It is kept exactly as given, so big numbers and
+// member order survive. Text and Parts make one; AsText reads a string back.
+type Content json.RawMessage
+
+// Text is string content.
+func Text(s string) Content {
+	b, _ := json.Marshal(s)
+	return Content(b)
+}
+
+// Parts is content made of content parts, each marshalled as JSON (a map, a struct, or
+// a json.RawMessage); each must be an object with a string "type".
+func Parts(parts ...any) (Content, error) {
+	if parts == nil {
+		parts = []any{}
+	}
+	b, err := json.Marshal(parts)
+	return Content(b), err
+}
+
+// IsNull reports whether the content is null (or empty).
+func (c Content) IsNull() bool {
+	t := bytes.TrimSpace(c)
+	return len(t) == 0 || string(t) == "null"
+}
+
+// AsText returns the content as a string, when it is one.
+func (c Content) AsText() (string, bool) {
+	var s string
+	t := bytes.TrimSpace(c)
+	if len(t) == 0 || t[0] != '"' || json.Unmarshal(t, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// String returns string content as is, and any other content as its JSON.
+func (c Content) String() string {
+	if s, ok := c.AsText(); ok {
+		return s
+	}
+	if len(c) == 0 {
+		return "null"
+	}
+	return string(c)
+}
+
+// MarshalJSON writes the content as given (null when empty).
+func (c Content) MarshalJSON() ([]byte, error) {
+	if len(c) == 0 {
+		return []byte("null"), nil
+	}
+	return c, nil
+}
+
+// UnmarshalJSON keeps a copy of the JSON.
+func (c *Content) UnmarshalJSON(b []byte) error {
+	*c = append((*c)[:0], b...)
+	return nil
+}
+
+// ToolCall is one tool call of an assistant message, as raw JSON: an object with a
+// non-empty string "id" whose other members are kept exactly as given. The shapes convo
+// converts between providers are {id, name, arguments}, OpenAI's {id, type: "function",
+// function: {name, arguments}} and Anthropic's {id, name, input}; NewToolCall makes the
+// first.
+type ToolCall json.RawMessage
+
+// NewToolCall makes {"id": id, "name": name, "arguments": arguments}; arguments is
+// marshalled as JSON (a map, a struct, or a json.RawMessage).
+func NewToolCall(id, name string, arguments any) (ToolCall, error) {
+	args, err := json.Marshal(arguments)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(struct {
+		ID        string          `json:"id"`
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}{id, name, args})
+	return ToolCall(b), err
+}
+
+// ID returns the call's "id" ("" when it has none).
+func (t ToolCall) ID() string {
+	var v struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(t, &v)
+	return v.ID
+}
+
+// Name returns the call's tool name, from "name" or OpenAI's "function.name".
+func (t ToolCall) Name() string {
+	var v struct {
+		Name     string `json:"name"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	_ = json.Unmarshal(t, &v)
+	if v.Name != "" {
+		return v.Name
+	}
+	return v.Function.Name
+}
+
+// MarshalJSON writes the call as given.
+func (t ToolCall) MarshalJSON() ([]byte, error) {
+	if len(t) == 0 {
+		return nil, errors.New("convo: empty tool call")
+	}
+	return t, nil
+}
+
+// UnmarshalJSON keeps a copy of the JSON.
+func (t *ToolCall) UnmarshalJSON(b []byte) error {
+	*t = append((*t)[:0], b...)
+	return nil
+}
+
+// Message is a stored message; every field is always present in the server's answer,
+// null where unset.
+type Message struct {
+	// ID is a UUID v7 assigned by the server; nil only on the synthetic results of a
+	// repaired view.
+	ID         *string    `json:"id"`
+	Role       Role       `json:"role"`
+	Content    Content    `json:"content"`
+	Name       *string    `json:"name"`
+	ToolCallID *string    `json:"tool_call_id"`
+	ToolCalls  []ToolCall `json:"tool_calls"`
+	// Images are base64 strings.
+	Images   []string        `json:"images"`
+	Metadata json.RawMessage `json:"metadata"`
+	// CreatedAt is RFC 3339 in UTC with six digits of fraction, so stamps sort as text.
+	CreatedAt string `json:"created_at"`
+}
+
+// MessageInput is a message to append: a Message without id and created_at.
+type MessageInput struct {
+	Role    Role    `json:"role"`
+	Content Content `json:"content,omitempty"`
+	Name    *string `json:"name,omitempty"`
+	// ToolCallID is required on a tool message and refused on the others.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	// ToolCalls only on an assistant message.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	Images    []string   `json:"images,omitempty"`
+	// Metadata is marshalled as JSON (an object: a map, a struct or a json.RawMessage).
+	Metadata any `json:"metadata,omitempty"`
+}
+
+// ForkedFrom says where a fork came from.
+type ForkedFrom struct {
+	SessionID string `json:"session_id"`
+	// MessageID is the last copied message's id; nil when none was copied.
+	MessageID *string `json:"message_id"`
+}
+
+// SessionInfo is a session's record.
+type SessionInfo struct {
+	SessionID    string          `json:"session_id"`
+	System       *string         `json:"system"`
+	Cwd          *string         `json:"cwd"`
+	Title        *string         `json:"title"`
+	Metadata     json.RawMessage `json:"metadata"`
+	MessageCount int             `json:"message_count"`
+	Revision     int64           `json:"revision"`
+	CreatedAt    string          `json:"created_at"`
+	UpdatedAt    string          `json:"updated_at"`
+	ForkedFrom   *ForkedFrom     `json:"forked_from"`
+}
+
+// InitializeParams are initialize's params.
+type InitializeParams struct {
+	// Runtime, when its Format is set, makes every runtime request carry a payload: the
+	// provider-ready request body of its messages.
+	Runtime *RuntimeConfig `json:"runtime,omitempty"`
+}
+
+// RuntimeConfig is what initialize says of the host's runtime.
+type RuntimeConfig struct {
+	Format Format `json:"format,omitempty"`
+}
+
+// InitializeResult is the server's info and capabilities.
+type InitializeResult struct {
+	ServerInfo struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	} `json:"server_info"`
+	ProtocolVersion int `json:"protocol_version"`
+	Capabilities    struct {
+		Methods         []string `json:"methods"`
+		Store           string   `json:"store"`
+		MaxMessageBytes int64    `json:"max_message_bytes"`
+		Framing         string   `json:"framing"`
+	} `json:"capabilities"`
+}
+
+// CreateSessionParams are session/create's params; every field is optional.
+type CreateSessionParams struct {
+	// SessionID is 1-128 characters of A-Z a-z 0-9 . _ : -; a UUID v7 when empty.
+	SessionID string `json:"session_id,omitempty"`
+	System    string `json:"system,omitempty"`
+	Cwd       string `json:"cwd,omitempty"`
+	Title     string `json:"title,omitempty"`
+	// Metadata is marshalled as JSON (an object).
+	Metadata any `json:"metadata,omitempty"`
+}
+
+// GetSessionParams are session/get's params.
+type GetSessionParams struct {
+	SessionID string `json:"session_id"`
+}
+
+// ListSessionsParams are session/list's params.
+type ListSessionsParams struct {
+	// Limit is 1 to 1000; 100 when 0.
+	Limit int `json:"limit,omitempty"`
+	// Cursor is the previous page's NextCursor.
+	Cursor string `json:"cursor,omitempty"`
+}
+
+// SessionPage is a page of sessions, newest created first.
+type SessionPage struct {
+	Sessions []SessionInfo `json:"sessions"`
+	// NextCursor is nil on the last page.
+	NextCursor *string `json:"next_cursor"`
+}
+
+// UpdateSessionParams are session/update's params: a field left zero is left alone,
+// Value(v) sets it, Null[T]() clears it.
+type UpdateSessionParams struct {
+	SessionID string           `json:"session_id"`
+	System    Nullable[string] `json:"system"`
+	Cwd       Nullable[string] `json:"cwd"`
+	Title     Nullable[string] `json:"title"`
+	// Metadata: Value[any](an object: a map, a struct, a json.RawMessage) or Null[any]().
+	Metadata         Nullable[any] `json:"metadata"`
+	ExpectedRevision *int64        `json:"expected_revision,omitempty"`
+}
+
+// MarshalJSON leaves out the fields that are not set.
+func (p UpdateSessionParams) MarshalJSON() ([]byte, error) {
+	m := make(map[string]any, 6)
+	m["session_id"] = p.SessionID
+	for name, f := range map[string]interface {
+		IsSet() bool
+		MarshalJSON() ([]byte, error)
+	}{"system": p.System, "cwd": p.Cwd, "title": p.Title, "metadata": p.Metadata} {
+		if f.IsSet() {
+			m[name] = f
+		}
+	}
+	if p.ExpectedRevision != nil {
+		m["expected_revision"] = *p.ExpectedRevision
+	}
+	return json.Marshal(m)
+}
+
+// DeleteSessionParams are session/delete's params.
+type DeleteSessionParams struct {
+	SessionID        string `json:"session_id"`
+	ExpectedRevision *int64 `json:"expected_revision,omitempty"`
+}
+
+// Deleted is session/delete's result.
+type Deleted struct {
+	Deleted bool `json:"deleted"`
+}
+
+// AddUserParams are session/add_user's params.
+type AddUserParams struct {
+	SessionID string `json:"session_id"`
+	Text      string `json:"text"`
+	// Images are base64 strings.
+	Images           []string `json:"images,omitempty"`
+	ExpectedRevision *int64   `json:"expected_revision,omitempty"`
+}
+
+// AddAssistantParams are session/add_assistant's params: Text, ToolCalls or both.
+type AddAssistantParams struct {
+	SessionID        string     `json:"session_id"`
+	Text             string     `json:"text,omitempty"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
+	ExpectedRevision *int64     `json:"expected_revision,omitempty"`
+}
+
+// AddToolResultParams are session/add_tool_result's params.
+type AddToolResultParams struct {
+	SessionID  string `json:"session_id"`
+	ToolCallID string `json:"tool_call_id"`
+	// Content: Text("…"), Parts(…), or nil for null.
+	Content          Content `json:"content"`
+	ExpectedRevision *int64  `json:"expected_revision,omitempty"`
+}
+
+// AddMessageParams are session/add_message's params.
+type AddMessageParams struct {
+	SessionID        string       `json:"session_id"`
+	Message          MessageInput `json:"message"`
+	ExpectedRevision *int64       `json:"expected_revision,omitempty"`
+}
+
+// Added says where an appended message went.
+type Added struct {
+	MessageID string `json:"message_id"`
+	// Index is the message's place in the stored history.
+	Index    int   `json:"index"`
+	Revision int64 `json:"revision"`
+}
+
+// AddMessagesParams are session/add_messages's params.
+type AddMessagesParams struct {
+	SessionID        string         `json:"session_id"`
+	Messages         []MessageInput `json:"messages"`
+	ExpectedRevision *int64         `json:"expected_revision,omitempty"`
+}
+
+// AddedMany is session/add_messages's result.
+type AddedMany struct {
+	// MessageIDs are the given messages' ids (cancelled results the rules add are not
+	// listed).
+	MessageIDs []string `json:"message_ids"`
+	Revision   int64    `json:"revision"`
+}
+
+// HistoryParams are session/history's params.
+type HistoryParams struct {
+	SessionID string `json:"session_id"`
+	// Repair (true when nil) adds synthetic results for the trailing group's
+	// unanswered calls; Ptr(false) gives the stored messages exactly.
+	Repair *bool `json:"repair,omitempty"`
+	Offset int   `json:"offset,omitempty"`
+	// Limit (0 to 100000): nil for all.
+	Limit *int `json:"limit,omitempty"`
+	// IncludeDraft asks for a running stream's draft.
+	IncludeDraft bool `json:"include_draft,omitempty"`
+}
+
+// History is session/history's result.
+type History struct {
+	Messages []Message `json:"messages"`
+	Revision int64     `json:"revision"`
+	// Repaired counts the synthetic results the page holds.
+	Repaired int `json:"repaired"`
+	// Draft is a running stream's draft, when asked for and there is one.
+	Draft *Draft `json:"draft,omitempty"`
+}
+
+// Draft is a stream's unfinished turn: the user message, then the partial answer.
+type Draft struct {
+	StreamID string    `json:"stream_id"`
+	Messages []Message `json:"messages"`
+}
+
+// TrimParams are session/trim's params: exactly one of MaxTurns and MaxTokens.
+type TrimParams struct {
+	SessionID        string `json:"session_id"`
+	MaxTurns         *int   `json:"max_turns,omitempty"`
+	MaxTokens        *int   `json:"max_tokens,omitempty"`
+	ExpectedRevision *int64 `json:"expected_revision,omitempty"`
+}
+
+// TrimResult is session/trim's result; Tokens and Fits only with MaxTokens.
+type TrimResult struct {
+	Removed  int   `json:"removed"`
+	Revision int64 `json:"revision"`
+	Tokens   *int  `json:"tokens,omitempty"`
+	Fits     *bool `json:"fits,omitempty"`
+}
+
+// ForkParams are session/fork's params.
+type ForkParams struct {
+	SessionID    string `json:"session_id"`
+	NewSessionID string `json:"new_session_id,omitempty"`
+	// AtMessageID copies the history up to and including that message.
+	AtMessageID string `json:"at_message_id,omitempty"`
+}
+
+// ClearParams are session/clear's params.
+type ClearParams struct {
+	SessionID        string `json:"session_id"`
+	ExpectedRevision *int64 `json:"expected_revision,omitempty"`
+}
+
+// Cleared is session/clear's result.
+type Cleared struct {
+	Removed  int   `json:"removed"`
+	Revision int64 `json:"revision"`
+}
+
+// ToDictParams are session/to_dict's params.
+type ToDictParams struct {
+	SessionID string `json:"session_id"`
+}
+
+// Dict is a session as the generic agent library's to_dict gives it; FromDict takes it
+// back.
+type Dict struct {
+	SessionID string    `json:"session_id"`
+	System    *string   `json:"system"`
+	Cwd       *string   `json:"cwd"`
+	Messages  []Message `json:"messages"`
+}
+
+// FromDictParams are session/from_dict's params.
+type FromDictParams struct {
+	// Data is what ToDict returns (a *Dict), the generic agent library's to_dict, or any
+	// value that marshals to such an object (a map, a json.RawMessage).
+	Data any `json:"data"`
+	// Replace replaces an existing session of that id (else 1002).
+	Replace bool `json:"replace,omitempty"`
+	// Repair drops tool results with no open call (else 1004).
+	Repair           bool   `json:"repair,omitempty"`
+	ExpectedRevision *int64 `json:"expected_revision,omitempty"`
+}
+
+// Imported is session/from_dict's result: the session's record and what the import
+// repaired.
+type Imported struct {
+	SessionInfo
+	Repaired struct {
+		Added   int `json:"added"`
+		Dropped int `json:"dropped"`
+	} `json:"repaired"`
+}
+
+// ExportParams are session/export's params.
+type ExportParams struct {
+	SessionID string `json:"session_id"`
+	Format    Format `json:"format"`
+	// Repair is true when nil.
+	Repair *bool `json:"repair,omitempty"`
+}
+
+// Exported is a provider-ready request body and what export changed to make it one.
+type Exported struct {
+	// Payload: openai_chat {messages}; anthropic_messages {system?, messages};
+	// gemini_contents {system_instruction?, contents}.
+	Payload  json.RawMessage `json:"payload"`
+	Warnings []Warning       `json:"warnings"`
+}
+
+// Warning is a change export made; Index is nil when it concerns no one message.
+type Warning struct {
+	Index   *int   `json:"index"`
+	Message string `json:"message"`
+}
+
+// ValidateParams are session/validate's params.
+type ValidateParams struct {
+	SessionID string `json:"session_id"`
+	Format    Format `json:"format"`
+}
+
+// Validated lists what the provider would refuse.
+type Validated struct {
+	Violations []Violation `json:"violations"`
+}
+
+// Violation is one provider rule the stored history breaks.
+type Violation struct {
+	Index         int    `json:"index"`
+	Rule          string `json:"rule"`
+	ProviderError string `json:"provider_error"`
+}
+
+// CountTokensParams are session/count_tokens's params.
+type CountTokensParams struct {
+	SessionID string `json:"session_id"`
+	// Format is openai_chat when empty.
+	Format Format `json:"format,omitempty"`
+}
+
+// TokenCount is session/count_tokens's result.
+type TokenCount struct {
+	Tokens int `json:"tokens"`
+}
+
+// RunParams are session/run's and session/stream's params.
+type RunParams struct {
+	SessionID string `json:"session_id"`
+	// Input is the new user message.
+	Input  string   `json:"input"`
+	Images []string `json:"images,omitempty"`
+	// Temperature and MaxTokens are passed to the host as given (0 stays 0).
+	Temperature *float64 `json:"temperature,omitempty"`
+	MaxTokens   *int64   `json:"max_tokens,omitempty"`
+	// Tools is passed to the host as given (marshalled as JSON).
+	Tools any `json:"tools,omitempty"`
+	// Metadata is stored on the user message.
+	Metadata any `json:"metadata,omitempty"`
+	// TimeoutMS bounds the wait for the host (600000 when nil).
+	TimeoutMS        *int64 `json:"timeout_ms,omitempty"`
+	ExpectedRevision *int64 `json:"expected_revision,omitempty"`
+}
+
+// JSONParams are session/json's params: RunParams plus a schema.
+type JSONParams struct {
+	SessionID   string   `json:"session_id"`
+	Input       string   `json:"input"`
+	Images      []string `json:"images,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
+	MaxTokens   *int64   `json:"max_tokens,omitempty"`
+	Tools       any      `json:"tools,omitempty"`
+	Metadata    any      `json:"metadata,omitempty"`
+	TimeoutMS   *int64   `json:"timeout_ms,omitempty"`
+	// Schema is a JSON Schema object (draft 2020-12) the answer must validate against.
+	Schema any `json:"schema"`
+	// Retries is how many more times to ask after a refused answer.
+	Retries          int    `json:"retries,omitempty"`
+	ExpectedRevision *int64 `json:"expected_revision,omitempty"`
+}
+
+// RunAnswer is session/run's and session/stream's result.
+type RunAnswer struct {
+	Text      *string         `json:"text"`
+	ToolCalls []ToolCall      `json:"tool_calls"`
+	Usage     json.RawMessage `json:"usage"`
+	// MessageIDs are the stored user and assistant messages' ids.
+	MessageIDs []string `json:"message_ids"`
+	Revision   int64    `json:"revision"`
+}
+
+// JSONAnswer is session/json's result.
+type JSONAnswer struct {
+	// Value is the answer parsed (and validated), as JSON.
+	Value      json.RawMessage `json:"value"`
+	Text       string          `json:"text"`
+	Usage      json.RawMessage `json:"usage"`
+	MessageIDs []string        `json:"message_ids"`
+	Revision   int64           `json:"revision"`
+}
