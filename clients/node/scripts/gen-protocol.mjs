@@ -91,6 +91,8 @@ export function generate(document) {
   for (const [name, schema] of Object.entries(schemas)) out += declare(name, schema) + "\n";
 
   const methods = document.methods;
+  /** @type {Map<string, string>} */
+  const paramTypes = new Map();
   for (const m of methods) {
     /** @type {{type: string, additionalProperties: boolean, properties: Record<string, object>, required: string[]}} */
     const params = { type: "object", additionalProperties: false, properties: {}, required: [] };
@@ -98,7 +100,11 @@ export function generate(document) {
       params.properties[p.name] = { ...p.schema, description: p.description ?? p.schema.description };
       if (p.required) params.required.push(p.name);
     }
-    out += declare(`${typeName(m.name)}Params`, params, `Params of \`${m.name}\`.`) + "\n";
+    const name = `${typeName(m.name)}Params`;
+    const type = tsType(params, "");
+    const same = paramTypes.get(type); // session/stream's are session/run's
+    out += `${doc(`Params of \`${m.name}\`.`)}export type ${name} = ${same ?? type};\n\n`;
+    if (!same) paramTypes.set(type, name);
     const result = `${typeName(m.name)}Result`;
     if (!(result in schemas)) out += declare(result, m.result.schema, `Result of \`${m.name}\`: ${m.result.name}.`) + "\n";
     else if (m.result.schema.$ref !== `#/components/schemas/${result}`) throw new Error(`${result} names two types`);

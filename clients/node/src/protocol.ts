@@ -206,7 +206,7 @@ export type JsonAnswer = {
 export type InitializeParams = Record<string, unknown>;
 
 /** Params of `shutdown`. */
-export type ShutdownParams = Record<string, unknown>;
+export type ShutdownParams = InitializeParams;
 
 /** Result of `shutdown`: null. */
 export type ShutdownResult = null;
@@ -363,19 +363,13 @@ export type SessionForkParams = {
 export type SessionForkResult = SessionInfo;
 
 /** Params of `session/clear`. */
-export type SessionClearParams = {
-  session_id: SessionId;
-  /** Fail with 1003 and change nothing unless the session's revision is this. */
-  expected_revision?: number;
-};
+export type SessionClearParams = SessionDeleteParams;
 
 /** Result of `session/clear`: Cleared. */
 export type SessionClearResult = Trimmed;
 
 /** Params of `session/to_dict`. */
-export type SessionToDictParams = {
-  session_id: SessionId;
-};
+export type SessionToDictParams = SessionGetParams;
 
 /** Result of `session/to_dict`: Dict. */
 export type SessionToDictResult = Dict;
@@ -474,25 +468,7 @@ export type SessionJsonParams = {
 export type SessionJsonResult = JsonAnswer;
 
 /** Params of `session/stream`. */
-export type SessionStreamParams = {
-  session_id: SessionId;
-  /** The new user message. */
-  input: string;
-  /** Base64 images attached to the user message. */
-  images?: string[] | null;
-  /** Passed to the host as given (0 stays 0); null when not given. */
-  temperature?: unknown;
-  /** Passed to the host as given; null when not given. */
-  max_tokens?: unknown;
-  /** Passed to the host as given; null when not given. */
-  tools?: unknown;
-  /** Passed to the host, and stored on the user message. */
-  metadata?: Record<string, unknown> | null;
-  /** How long convo waits for the host's answer, from the moment it sends the runtime request; then 1008 `timeout` and `$/cancelRequest` to the host. */
-  timeout_ms?: number;
-  /** Fail with 1003, asking nothing, unless the session's revision is this. */
-  expected_revision?: number;
-};
+export type SessionStreamParams = SessionRunParams;
 
 /** Result of `session/stream`: RunAnswer. */
 export type SessionStreamResult = RunAnswer;
