@@ -1,0 +1,53 @@
+// @ts-check
+// What a host does with the installed package, as the README shows it: test.sh copies this
+// into a fresh project where the packed `convo` and `@convo/linux-x64-gnu` were installed
+// offline, and runs it there with no CONVO_BINARY, so the binary comes from the platform
+// package.
+import assert from "node:assert/strict";
+import { realpathSync } from "node:fs";
+import { ConvoClient, InvalidSequenceError, resolveBinary } from "convo";
+
+const binary = realpathSync(resolveBinary());
+assert.match(binary, /node_modules\/@convo\/linux-x64-gnu\/bin\/convo$/, `the binary comes from the platform package: ${binary}`);
+
+const client = await ConvoClient.start({
+  store: "memory",
+  // The model: here a stand-in that answers every question with "4".
+  runtime: {
+    run: () => ({ text: "4", usage: { input_tokens: 12, output_tokens: 1 } }),
+    async *stream() {
+      yield "fo";
+      yield "ur";
+    },
+  },
+});
+console.log(`${client.info.server_info.name} ${client.info.server_info.version} from ${binary}`);
+
+const { session_id } = await client.createSession({ system: "You are terse." });
+await client.addUser({ session_id, text: "List the files." });
+await client.addAssistant({ session_id, tool_calls: [{ id: "call_1", name: "ls", arguments: {} }] });
+
+// The host crashed before the tool ran? history() still hands out a valid transcript.
+const { messages, repaired } = await client.history({ session_id });
+assert.equal(repaired, 1);
+assert.equal(messages.at(-1)?.tool_call_id, "call_1");
+
+try {
+  await client.addToolResult({ session_id, tool_call_id: "nope", content: "x" });
+  assert.fail("an unknown tool call id is refused");
+} catch (e) {
+  if (!(e instanceof InvalidSequenceError)) throw e;
+  console.log(`${e.name} ${e.code} (${e.kind}): ${e.data.reason}`);
+  assert.equal(e.data.reason, "unknown_tool_call_id");
+}
+
+const run = await client.run({ session_id, input: "What is 2 + 2?", temperature: 0 });
+assert.equal(run.text, "4");
+const streamed = await client.stream({ session_id, input: "And spelled out?" });
+assert.equal(streamed.text, "four");
+console.log(`run: ${run.text}, stream: ${streamed.text}, revision ${streamed.revision}`);
+
+const pid = /** @type {number} */ (client.pid);
+await client.dispose();
+assert.throws(() => process.kill(pid, 0), { code: "ESRCH" }, "no convo process is left");
+console.log("smoke: ok");

@@ -1,0 +1,421 @@
+/**
+ * `ConvoClient`: one convo process and the JSON-RPC connection over its stdio (LSP
+ * framing, vscode-jsonrpc). A typed method per protocol method (`CLIENT_METHODS` maps
+ * each one of protocol/openrpc.json to its client method; a test fails when they drift),
+ * cancellation through `AbortSignal`, the host runtime, and an orderly end in `dispose()`.
+ */
+import "./dispose-symbol.js";
+import {
+  CancellationTokenSource,
+  ErrorCodes,
+  ResponseError,
+  StreamMessageReader,
+  StreamMessageWriter,
+  createMessageConnection,
+  type Message,
+  type MessageConnection,
+  type MessageReader,
+} from "vscode-jsonrpc/node";
+import { resolveBinary } from "./binary.js";
+import { Child, type Exit, type Logger } from "./child.js";
+import { CancelledError, ConnectionClosedError, errorFromReply } from "./errors.js";
+import type * as P from "./protocol.js";
+import type { Format, MethodName, Methods } from "./protocol.js";
+import { serveRuntime, type Runtime } from "./runtime.js";
+
+export interface ConvoOptions {
+  /** The convo binary; by default `CONVO_BINARY`, then the platform package (`@convo/linux-x64-gnu`, …). */
+  binary?: string;
+  /** `--store`: `sqlite` (convo's default), `sqlite:PATH` or `memory`. */
+  store?: string;
+  /** More command-line flags, e.g. `["--durability", "full"]`. */
+  args?: readonly string[];
+  /** The process's environment (`process.env` by default) and working folder. */
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+  /** Receives each line convo writes to stderr (its log; `--log-level` sets how much).
+   * Default: the lines go to this process's stderr; `null` drops them. */
+  logger?: Logger | null;
+  /** Answers convo's `runtime/run` and `runtime/stream` requests: what `run()`, `json()`
+   * and `stream()` use to reach the model. */
+  runtime?: Runtime;
+  /** How long `dispose()` waits for convo to finish what is in flight and exit before it
+   * kills the process. Default 10 000 ms. */
+  shutdownTimeoutMs?: number;
+}
+
+export interface CallOptions {
+  /** Aborting sends `$/cancelRequest`. The call then rejects with `CancelledError` when
+   * convo ended the request (nothing took effect but a stream's kept draft), or resolves
+   * as usual when the change had already committed (a committed change is not undone). */
+  signal?: AbortSignal;
+}
+
+/** `initialize` params: any are accepted; `runtime.format` adds `payload` to runtime requests. */
+export type InitializeParams = P.InitializeParams & { runtime?: { format: Format } };
+
+type Params<M extends MethodName> = Methods[M]["params"];
+type Result<M extends MethodName> = Methods[M]["result"];
+
+const defaultLogger: Logger = (line) => process.stderr.write(line + "\n");
+
+/** Whether a message is a response (to a request of this client). vscode-jsonrpc queues
+ * every response it reads, and handles it in order. */
+const isResponse = (message: Message): boolean => !("method" in message);
+
+/** Counts the responses read, so that the connection is disposed only once every response
+ * read before the process ended has been handled. */
+function countingReader(reader: MessageReader, count: () => void): MessageReader {
+  return {
+    onError: reader.onError,
+    onClose: reader.onClose,
+    onPartialMessage: reader.onPartialMessage,
+    listen: (callback) =>
+      reader.listen((message) => {
+        if (isResponse(message)) count();
+        callback(message);
+      }),
+    dispose: () => reader.dispose(),
+  };
+}
+
+export class ConvoClient {
+  readonly #child: Child;
+  readonly #connection: MessageConnection;
+  readonly #closed = new AbortController();
+  readonly #shutdownTimeoutMs: number;
+  #exit: Exit | undefined;
+  #disposed: Promise<void> | undefined;
+  #info: P.InitializeResult | undefined;
+
+  /** Spawns convo, connects, and sends `initialize` (with the runtime's `format`). */
+  static async start(options: ConvoOptions = {}): Promise<ConvoClient> {
+    const client = new ConvoClient(options);
+    try {
+      const format = typeof options.runtime === "object" ? options.runtime.format : undefined;
+      client.#info = await client.initialize(format ? { runtime: { format } } : {});
+    } catch (e) {
+      await client.#kill();
+      throw e;
+    }
+    return client;
+  }
+
+  private constructor(options: ConvoOptions) {
+    const runtime = options.runtime;
+    if (typeof runtime === "object" && !runtime.run && !runtime.stream) {
+      throw new TypeError("the runtime option needs a `run` or a `stream` function");
+    }
+    const binary = resolveBinary({ binary: options.binary });
+    const args = [...(options.store ? ["--store", options.store] : []), ...(options.args ?? [])];
+    this.#shutdownTimeoutMs = options.shutdownTimeoutMs ?? 10_000;
+    this.#child = new Child(binary, args, {
+      env: options.env,
+      cwd: options.cwd,
+      logger: options.logger === undefined ? defaultLogger : options.logger,
+    });
+    let read = 0;
+    let handled = 0;
+    const stdio = this.#child.process;
+    this.#connection = createMessageConnection(
+      countingReader(new StreamMessageReader(stdio.stdout), () => read++),
+      new StreamMessageWriter(stdio.stdin),
+      undefined,
+      {
+        messageStrategy: {
+          handleMessage(message, next) {
+            const result = next(message);
+            if (isResponse(message)) handled++;
+            return result;
+          },
+        },
+      },
+    );
+    serveRuntime(this.#connection, runtime, this.#closed.signal, (d) => this.#child.hold(d));
+    this.#connection.onError(() => {}); // write errors: the process is gone, and 'close' says so
+    this.#connection.listen();
+    void this.#child.exited.then((exit) => {
+      this.#exit = exit;
+      this.#closed.abort();
+      // Let vscode-jsonrpc handle the responses it read before the end (one per turn of the
+      // event loop), then reject what is left pending; ten turns without progress stop it.
+      let last = handled;
+      let stalls = 0;
+      const dispose = () => {
+        if (handled < read && stalls < 10) {
+          stalls = handled === last ? stalls + 1 : 0;
+          last = handled;
+          setImmediate(dispose);
+        } else this.#connection.dispose();
+      };
+      dispose();
+    });
+  }
+
+  /** The process id of the convo child (undefined when it could not be started). */
+  get pid(): number | undefined {
+    return this.#child.process.pid;
+  }
+
+  /** What `initialize` answered: server info, protocol version and capabilities. */
+  get info(): P.InitializeResult {
+    return this.#info!;
+  }
+
+  /** Settles with the exit code and signal once the process has ended. */
+  get exited(): Promise<Exit> {
+    return this.#child.exited;
+  }
+
+  /**
+   * Sends any request, typed when `method` is one of the protocol's. The typed methods
+   * below are this with a name; use it for a method newer than this client.
+   */
+  request<M extends MethodName>(method: M, params?: Params<M>, options?: CallOptions): Promise<Result<M>>;
+  request<R = unknown>(method: string, params?: object, options?: CallOptions): Promise<R>;
+  async request(method: string, params?: object, options?: CallOptions): Promise<unknown> {
+    if (this.#exit) throw this.#closedError();
+    const signal = options?.signal;
+    if (signal?.aborted) {
+      throw new CancelledError(-32800, "request cancelled: its signal was aborted before it was sent", {
+        kind: "request_cancelled",
+        message_ids: [],
+      });
+    }
+    const source = signal ? new CancellationTokenSource() : undefined;
+    const cancel = () => source!.cancel();
+    signal?.addEventListener("abort", cancel, { once: true });
+    const args: unknown[] = params === undefined ? [] : [params];
+    if (source) args.push(source.token);
+    this.#child.hold(1);
+    try {
+      return await this.#connection.sendRequest(method, ...args);
+    } catch (e) {
+      if (!(e instanceof ResponseError)) throw this.#exit ? this.#closedError() : e;
+      // A write that failed (EPIPE) means the process is gone: say how it ended.
+      if (e.code === ErrorCodes.MessageWriteError) await this.#child.exited;
+      const gone = e.code === ErrorCodes.MessageWriteError || e.code === ErrorCodes.PendingResponseRejected;
+      throw gone && this.#exit ? this.#closedError() : errorFromReply(e.code, e.message, e.data);
+    } finally {
+      signal?.removeEventListener("abort", cancel);
+      source?.dispose();
+      this.#child.hold(-1);
+    }
+  }
+
+  // The protocol's methods, in protocol/openrpc.json's order.
+
+  /** `initialize`: server info and capabilities (`start()` has sent it; see `info`). */
+  initialize(params: InitializeParams = {}, options?: CallOptions): Promise<P.InitializeResult> {
+    return this.request("initialize", params, options);
+  }
+
+  /** `shutdown`: waits for every earlier request and makes every write durable; every later
+   * request fails with -32600. `dispose()` sends it, then `exit`. */
+  shutdown(options?: CallOptions): Promise<null> {
+    return this.request("shutdown", undefined, options);
+  }
+
+  /** `session/create`: a new session; 1002 when `session_id` is taken. */
+  createSession(params: P.SessionCreateParams = {}, options?: CallOptions): Promise<P.SessionInfo> {
+    return this.request("session/create", params, options);
+  }
+
+  /** `session/get`: a session's info; 1001 when there is none. */
+  getSession(params: P.SessionGetParams, options?: CallOptions): Promise<P.SessionInfo> {
+    return this.request("session/get", params, options);
+  }
+
+  /** `session/list`: a page of sessions, newest first; pass `next_cursor` as `cursor`. */
+  listSessions(params: P.SessionListParams = {}, options?: CallOptions): Promise<P.SessionPage> {
+    return this.request("session/list", params, options);
+  }
+
+  /** `session/update`: sets `system`, `cwd`, `title`, `metadata` (absent: kept; null: cleared). */
+  updateSession(params: P.SessionUpdateParams, options?: CallOptions): Promise<P.SessionInfo> {
+    return this.request("session/update", params, options);
+  }
+
+  /** `session/delete`: forks of the session keep their history. */
+  deleteSession(params: P.SessionDeleteParams, options?: CallOptions): Promise<P.SessionDeleteResult> {
+    return this.request("session/delete", params, options);
+  }
+
+  /** `session/add_user`: appends a user message (text, base64 images). */
+  addUser(params: P.SessionAddUserParams, options?: CallOptions): Promise<P.Added> {
+    return this.request("session/add_user", params, options);
+  }
+
+  /** `session/add_assistant`: appends an assistant message: text, tool calls or both. */
+  addAssistant(params: P.SessionAddAssistantParams, options?: CallOptions): Promise<P.Added> {
+    return this.request("session/add_assistant", params, options);
+  }
+
+  /** `session/add_tool_result`: answers a pending tool call; 1004 when the rules refuse it. */
+  addToolResult(params: P.SessionAddToolResultParams, options?: CallOptions): Promise<P.Added> {
+    return this.request("session/add_tool_result", params, options);
+  }
+
+  /** `session/add_message`: appends any message. */
+  addMessage(params: P.SessionAddMessageParams, options?: CallOptions): Promise<P.Added> {
+    return this.request("session/add_message", params, options);
+  }
+
+  /** `session/add_messages`: appends several messages, all or nothing, as one revision. */
+  addMessages(params: P.SessionAddMessagesParams, options?: CallOptions): Promise<P.AddedMany> {
+    return this.request("session/add_messages", params, options);
+  }
+
+  /** `session/history`: the messages, repaired by default (dangling calls answered as cancelled). */
+  history(params: P.SessionHistoryParams, options?: CallOptions): Promise<P.History> {
+    return this.request("session/history", params, options);
+  }
+
+  /** `session/trim`: keeps the last `max_turns` turns, or drops the oldest turns until the
+   * history fits `max_tokens`. */
+  trim(params: P.SessionTrimParams & { max_tokens: number }, options?: CallOptions): Promise<P.TrimmedToFit>;
+  trim(params: P.SessionTrimParams, options?: CallOptions): Promise<P.Trimmed>;
+  trim(params: P.SessionTrimParams, options?: CallOptions): Promise<P.SessionTrimResult> {
+    return this.request("session/trim", params, options);
+  }
+
+  /** `session/fork`: a new session sharing the history (up to `at_message_id`). */
+  fork(params: P.SessionForkParams, options?: CallOptions): Promise<P.SessionInfo> {
+    return this.request("session/fork", params, options);
+  }
+
+  /** `session/clear`: drops every message, keeps the system prompt, cwd, title and metadata. */
+  clear(params: P.SessionClearParams, options?: CallOptions): Promise<P.Trimmed> {
+    return this.request("session/clear", params, options);
+  }
+
+  /** `session/to_dict`: `{session_id, system, cwd, messages}`, for `fromDict` or the agent library. */
+  toDict(params: P.SessionToDictParams, options?: CallOptions): Promise<P.Dict> {
+    return this.request("session/to_dict", params, options);
+  }
+
+  /** `session/from_dict`: imports a `toDict` (or the generic agent library's) dict. */
+  fromDict(params: P.SessionFromDictParams, options?: CallOptions): Promise<P.Imported> {
+    return this.request("session/from_dict", params, options);
+  }
+
+  /** `session/export`: the provider-ready request body (OpenAI, Anthropic, Gemini). */
+  export(params: P.SessionExportParams, options?: CallOptions): Promise<P.Exported> {
+    return this.request("session/export", params, options);
+  }
+
+  /** `session/validate`: what a provider would reject in the stored history, in its words. */
+  validate(params: P.SessionValidateParams, options?: CallOptions): Promise<P.Validated> {
+    return this.request("session/validate", params, options);
+  }
+
+  /** `session/count_tokens`: the system prompt plus the repaired history, in o200k_base tokens. */
+  countTokens(params: P.SessionCountTokensParams, options?: CallOptions): Promise<P.SessionCountTokensResult> {
+    return this.request("session/count_tokens", params, options);
+  }
+
+  /** `session/run`: one turn through the `runtime` option's `run`; stores the user
+   * message and the answer together. */
+  run(params: P.SessionRunParams, options?: CallOptions): Promise<P.RunAnswer> {
+    return this.request("session/run", params, options);
+  }
+
+  /** `session/json`: a turn whose answer must be JSON valid against `schema`; `value` is it parsed. */
+  json<T = unknown>(params: P.SessionJsonParams, options?: CallOptions): Promise<P.JsonAnswer & { value: T }> {
+    return this.request("session/json", params, options) as Promise<P.JsonAnswer & { value: T }>;
+  }
+
+  /** `session/stream`: a turn through the runtime's `stream` (its chunks are sent as
+   * `runtime/delta` and kept as a draft meanwhile); resolves with the stored answer. */
+  stream(params: P.SessionStreamParams, options?: CallOptions): Promise<P.RunAnswer> {
+    return this.request("session/stream", params, options);
+  }
+
+  // `subscribe()` (session/subscribe, an async iterator of session/changed) comes with
+  // the watching issue; until then `request()` reaches any method the server adds.
+
+  /**
+   * Ends convo in order: `shutdown` (it finishes what is in flight and makes every write
+   * durable), `exit`, then waits for the process to end; kills it after
+   * `shutdownTimeoutMs`. Later calls reject with `ConnectionClosedError`. Idempotent.
+   */
+  dispose(): Promise<void> {
+    return (this.#disposed ??= this.#shutdown());
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    return this.dispose();
+  }
+
+  async #shutdown(): Promise<void> {
+    this.#child.hold(1);
+    const timer = setTimeout(() => this.#child.process.kill("SIGKILL"), this.#shutdownTimeoutMs);
+    try {
+      if (!this.#exit) {
+        try {
+          await this.shutdown();
+          await this.#connection.sendNotification("exit");
+        } catch {
+          // The process is gone or going; waiting for its end below settles it.
+        }
+        this.#child.process.stdin.end();
+      }
+      await this.#child.exited;
+    } finally {
+      clearTimeout(timer);
+      this.#child.hold(-1);
+    }
+  }
+
+  async #kill(): Promise<void> {
+    this.#child.hold(1);
+    this.#child.process.kill("SIGKILL");
+    await this.#child.exited;
+    this.#child.hold(-1);
+  }
+
+  #closedError(): ConnectionClosedError {
+    const exit = this.#exit!;
+    const how = exit.error
+      ? `could not be started: ${exit.error.message}`
+      : this.#disposed
+        ? "has exited (the client was disposed)"
+        : `exited ${exit.signal ? `on ${exit.signal}` : `with code ${exit.code}`}`;
+    const tail = this.#child.stderrTail;
+    const message = `convo ${how}${tail.length ? `; its last words on stderr:\n${tail.join("\n")}` : ""}`;
+    return new ConnectionClosedError(ConnectionClosedError.CODE, message, {
+      kind: "connection_closed",
+      exit_code: exit.code,
+      signal: exit.signal,
+    });
+  }
+}
+
+/** The client method of every protocol method. Typed so that a method added to
+ * protocol/openrpc.json (and `npm run gen`) fails the build until it has one. */
+export const CLIENT_METHODS = {
+  initialize: "initialize",
+  shutdown: "shutdown",
+  "session/create": "createSession",
+  "session/get": "getSession",
+  "session/list": "listSessions",
+  "session/update": "updateSession",
+  "session/delete": "deleteSession",
+  "session/add_user": "addUser",
+  "session/add_assistant": "addAssistant",
+  "session/add_tool_result": "addToolResult",
+  "session/add_message": "addMessage",
+  "session/add_messages": "addMessages",
+  "session/history": "history",
+  "session/trim": "trim",
+  "session/fork": "fork",
+  "session/clear": "clear",
+  "session/to_dict": "toDict",
+  "session/from_dict": "fromDict",
+  "session/export": "export",
+  "session/validate": "validate",
+  "session/count_tokens": "countTokens",
+  "session/run": "run",
+  "session/json": "json",
+  "session/stream": "stream",
+} as const satisfies Record<MethodName, keyof ConvoClient>;

@@ -1,0 +1,19 @@
+/**
+ * convo: a TypeScript client for the convo sidecar. `ConvoClient.start()` spawns the
+ * binary and returns a client with a typed method per protocol method.
+ */
+export { ConvoClient, CLIENT_METHODS, type ConvoOptions, type CallOptions, type InitializeParams } from "./client.js";
+export type { Exit, Logger } from "./child.js";
+export * from "./errors.js";
+export { resolveBinary, currentTarget, packageName, binaryPath, TARGETS, type Target, type LookupOptions } from "./binary.js";
+export type {
+  Runtime,
+  RunHandler,
+  StreamHandler,
+  StreamChunk,
+  RuntimeRequest,
+  RuntimeStreamRequest,
+  RuntimeAnswer,
+  RuntimeContext,
+} from "./runtime.js";
+export * from "./protocol.js";

@@ -1,0 +1,97 @@
+// @ts-check
+// Every method of the protocol through its client method, against the real binary.
+import assert from "node:assert/strict";
+import test from "node:test";
+import { InvalidRequestError, METHOD_NAMES } from "convo";
+import { start } from "./helpers.mjs";
+
+test("every protocol method, through its client method", async () => {
+  const client = await start({
+    runtime: {
+      format: "openai_chat",
+      run: (req) => (req.purpose === "json" ? { text: '{"answer": 4}' } : { text: "4", usage: { output_tokens: 1 }, model: "m" }),
+      async *stream() {
+        yield "fo";
+        yield "ur";
+      },
+    },
+  });
+  const seen = new Set();
+  const request = client.request.bind(client);
+  client.request = /** @type {typeof client.request} */ ((method, params, options) => (seen.add(method), request(method, params, options)));
+
+  const info = await client.initialize();
+  assert.equal(info.server_info.name, "convo");
+  assert.equal(info.capabilities.framing, "lsp");
+  assert.deepEqual([...info.capabilities.methods].sort(), [...METHOD_NAMES].sort(), "the server registers what the document lists");
+  assert.deepEqual(client.info, info);
+
+  const session_id = "demo";
+  const created = await client.createSession({ session_id, system: "Be brief.", cwd: "/tmp" });
+  assert.deepEqual([created.session_id, created.revision, created.forked_from], [session_id, 0, null]);
+  assert.equal((await client.getSession({ session_id })).system, "Be brief.");
+  const updated = await client.updateSession({ session_id, title: "Files", cwd: null, expected_revision: 0 });
+  assert.deepEqual([updated.title, updated.cwd, updated.revision], ["Files", null, 1]);
+
+  assert.deepEqual(
+    { ...(await client.addUser({ session_id, text: "List the files." })), message_id: "" },
+    { message_id: "", index: 0, revision: 2 },
+  );
+  const calls = [
+    { id: "c1", name: "ls", arguments: { path: "." } },
+    { id: "c2", name: "cat", arguments: { path: "README.md" } },
+  ];
+  assert.equal((await client.addAssistant({ session_id, text: null, tool_calls: calls })).index, 1);
+  assert.equal((await client.addToolResult({ session_id, tool_call_id: "c2", content: "# demo" })).index, 2);
+  const repaired = await client.history({ session_id });
+  assert.equal(repaired.repaired, 1, "c1 is answered as cancelled in the view");
+  assert.deepEqual(repaired.messages.at(-1)?.metadata, { synthetic: true });
+  assert.equal((await client.history({ session_id, repair: false, offset: 1, limit: 1 })).messages[0].tool_calls?.length, 2);
+
+  await client.addMessage({ session_id, message: { role: "user", content: [{ type: "text", text: "Thanks." }] } });
+  const many = await client.addMessages({
+    session_id,
+    messages: [
+      { role: "assistant", content: "You are welcome." },
+      { role: "user", content: "Bye." },
+    ],
+  });
+  assert.equal(many.message_ids.length, 2);
+
+  const fork = await client.fork({ session_id, new_session_id: "demo-alt" });
+  assert.equal(fork.forked_from?.session_id, session_id);
+  const page = await client.listSessions({ limit: 1 });
+  assert.equal(page.sessions.length, 1);
+  assert.equal((await client.listSessions({ cursor: page.next_cursor ?? "" })).sessions.length, 1);
+
+  const exported = await client.export({ session_id, format: "anthropic_messages" });
+  assert.ok(Array.isArray(exported.payload.messages));
+  assert.deepEqual((await client.validate({ session_id, format: "openai_chat" })).violations, []);
+  const { tokens } = await client.countTokens({ session_id });
+  assert.ok(tokens > 0);
+
+  const byTokens = await client.trim({ session_id: "demo-alt", max_tokens: 1 });
+  assert.equal(byTokens.fits, false, "the last turn is never dropped");
+  const byTurns = await client.trim({ session_id, max_turns: 1 });
+  assert.ok(byTurns.removed > 0);
+
+  const dict = await client.toDict({ session_id });
+  const imported = await client.fromDict({ data: { ...dict, session_id: "copy" } });
+  assert.deepEqual([imported.session_id, imported.message_count, imported.repaired], ["copy", dict.messages.length, { added: 0, dropped: 0 }]);
+  assert.deepEqual(await client.clear({ session_id: "copy" }), { removed: dict.messages.length, revision: 1 });
+  assert.deepEqual(await client.deleteSession({ session_id: "copy" }), { deleted: true });
+
+  const run = await client.run({ session_id, input: "2 + 2?", temperature: 0 });
+  assert.deepEqual([run.text, run.tool_calls, run.usage], ["4", null, { output_tokens: 1 }]);
+  const json = await client.json({ session_id, input: "2 + 2 as JSON?", schema: { type: "object", required: ["answer"] } });
+  assert.deepEqual(json.value, { answer: 4 });
+  const streamed = await client.stream({ session_id, input: "2 + 2, slowly?" });
+  assert.equal(streamed.text, "four");
+
+  assert.equal(await client.shutdown(), null);
+  await assert.rejects(client.getSession({ session_id }), InvalidRequestError, "requests after shutdown are -32600");
+
+  assert.deepEqual([...seen].sort(), [...METHOD_NAMES].sort(), "every method was called");
+  await client.dispose();
+  assert.deepEqual(await client.exited, { code: 0, signal: null });
+});
