@@ -501,3 +501,16 @@ def test_a_blocking_call_fails_when_the_child_dies() -> None:
         gate.set()
         c.close()
     assert process_gone(c.pid)
+
+
+@arun
+async def test_calls_after_the_child_exited_fail_at_once() -> None:
+    async with convo.AsyncClient(store="memory") as c:
+        c._transport.kill()
+        await asyncio.wait_for(asyncio.shield(c._protocol.exited), 5)
+        for _ in range(100):
+            if c._protocol.eof:
+                break
+            await asyncio.sleep(0.01)
+        with pytest.raises(convo.ConnectionClosed):
+            await asyncio.wait_for(c.get("x"), 5)

@@ -273,6 +273,7 @@ class AsyncClient:
                 self._stdin.close()
 
     def _finish(self) -> None:
+        self._close_stdin()
         for task in list(self._server_tasks.values()):
             task.cancel()
         self._fail_pending(self._close_reason or "convo exited")
@@ -298,7 +299,7 @@ class AsyncClient:
         stdin = self._stdin
         if stdin is None:
             raise ConnectionClosed("the client is not started")
-        if self._closed or stdin.is_closing():
+        if self._closed or stdin.is_closing() or self._protocol.eof:
             raise ConnectionClosed(self._close_reason or "the client is closed")
         body = _dumps(obj)
         data = b"Content-Length: %d\r\n\r\n" % len(body) + body
@@ -314,6 +315,8 @@ class AsyncClient:
         assert fd is not None
         view = memoryview(data)
         with self._write_lock:
+            if self._stdin.is_closing():
+                raise ConnectionClosed(self._close_reason or "the client is closed")
             while view:
                 try:
                     n = os.write(fd, view)
@@ -430,21 +433,6 @@ class AsyncClient:
                 except ConvoError:
                     pass
             raise
-
-    def _send_for_thread(self, rid: int, method: str, params: Any, fut: Any) -> None:
-        """On the loop, for the blocking Client: send request ``rid``; ``fut`` is a
-        concurrent.futures.Future completed by the reader."""
-        if fut.done():
-            return
-        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
-        if params is not None:
-            msg["params"] = params
-        self._pending[rid] = (fut, method)
-        try:
-            self._write(msg)
-        except BaseException as e:
-            self._pending.pop(rid, None)
-            fut.set_exception(e)
 
     def _abandon(self, rid: int) -> None:
         """The blocking caller gave up on ``rid``: tell convo."""
