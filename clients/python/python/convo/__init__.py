@@ -1,0 +1,68 @@
+"""convo: keeps LLM conversation state for agent hosts.
+
+The wheel carries the ``convo`` executable (a JSON-RPC 2.0 sidecar over stdio) and this
+client package:
+
+- :class:`AsyncClient` (asyncio) and :class:`Client` (blocking) spawn ``convo`` and call
+  its methods; every error code is an exception class (see :mod:`convo.errors`).
+- :mod:`convo.pycodeloop` and :mod:`convo.agent` hold drop-in ``Session`` classes with
+  the seed libraries' APIs, stored by convo.
+"""
+
+from __future__ import annotations
+
+from ._binary import find_convo_bin
+from ._client import METHODS, UNSET, AsyncClient, Final, PendingRequest, RuntimeHandler
+from ._default import default_client, set_default_client
+from ._sync import Client
+from .errors import (
+    ConnectionClosed,
+    ConvoError,
+    InternalError,
+    InvalidOutput,
+    InvalidParams,
+    InvalidRequest,
+    InvalidSequence,
+    MessageNotFound,
+    MethodNotFound,
+    ParseError,
+    RequestCancelled,
+    RevisionConflict,
+    RuntimeFailed,
+    SessionExists,
+    SessionNotFound,
+    StorageUnavailable,
+    TooLarge,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncClient",
+    "Client",
+    "Final",
+    "PendingRequest",
+    "RuntimeHandler",
+    "METHODS",
+    "UNSET",
+    "find_convo_bin",
+    "default_client",
+    "set_default_client",
+    "ConvoError",
+    "ConnectionClosed",
+    "ParseError",
+    "InvalidRequest",
+    "MethodNotFound",
+    "InvalidParams",
+    "InternalError",
+    "RequestCancelled",
+    "SessionNotFound",
+    "SessionExists",
+    "RevisionConflict",
+    "InvalidSequence",
+    "TooLarge",
+    "StorageUnavailable",
+    "MessageNotFound",
+    "RuntimeFailed",
+    "InvalidOutput",
+]

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The Python client's checks, as CI runs them (from the repo root, after
+# `cargo test --release` built target/release/convo):
+#
+#   bash clients/python/test.sh
+#
+# 1. a fresh venv with maturin builds the wheel (the convo binary plus the pure-Python
+#    package), in the repo's target dir so that the release artifacts are reused;
+# 2. a second fresh venv installs that wheel with pytest, pycodeloop==0.8.2 and
+#    agent-core-py, and runs the tests against the installed `convo` (on PATH, no
+#    CONVO_BINARY, no source tree on sys.path);
+# 3. `convo --version` from the venv.
+#
+# Environment: CARGO_TARGET_DIR (default: the repo's target/), PYTHON (default python3),
+# CONVO_PY_KEEP=1 keeps the work folder. Prints one last line saying OK or FAILED.
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."
+repo=$PWD
+here=$repo/clients/python
+python=${PYTHON:-python3}
+started=$(date +%s)
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/convo-py-test.XXXXXX")
+finish() {
+  status=$?
+  if [[ ${CONVO_PY_KEEP:-} != 1 ]]; then rm -rf "$work"; else echo "kept $work" >&2; fi
+  if [[ $status -ne 0 ]]; then
+    echo "clients/python/test.sh: FAILED (exit $status) after $(($(date +%s) - started)) s"
+  fi
+}
+trap finish EXIT
+
+pip_install() {
+  "$1/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "${@:2}"
+}
+
+echo "== build venv: maturin"
+"$python" -m venv "$work/build-venv"
+pip_install "$work/build-venv" "maturin==1.16.0"
+
+echo "== building the wheel"
+t0=$(date +%s)
+# Same profile and features as `cargo build --release`, no --target and no extra rustc
+# flags, so cargo finds the release build that `cargo test --release` made fresh and
+# maturin only copies target/release/convo into the wheel.
+(cd "$here" && "$work/build-venv/bin/maturin" build --release --locked --out "$work/dist")
+wheel=$(ls "$work"/dist/convo-*.whl)
+wheel_bytes=$(stat -c %s "$wheel")
+echo "built $(basename "$wheel"): $wheel_bytes bytes in $(($(date +%s) - t0)) s"
+
+echo "== test venv: the wheel, pytest, pycodeloop==0.8.2, agent-core-py"
+"$python" -m venv "$work/venv"
+pip_install "$work/venv" "$wheel" "pytest>=8,<10" "pycodeloop==0.8.2" "agent-core-py==0.1.0"
+
+echo "== convo --version from the venv"
+version=$("$work/venv/bin/convo" --version)
+echo "$version"
+[[ $version == "convo "* ]]
+
+echo "== pytest"
+# The installed wheel only: no CONVO_BINARY, the venv's bin first on PATH, and a working
+# folder outside the source tree.
+(
+  unset CONVO_BINARY CONVO_STORE PYTHONPATH
+  export PATH="$work/venv/bin:$PATH"
+  cd "$work"
+  python -m pytest "$here/tests" -q -p no:cacheprovider
+)
+
+echo "clients/python/test.sh: OK ($version, wheel $((wheel_bytes / 1024)) KiB, $(($(date +%s) - started)) s)"
