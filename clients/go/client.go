@@ -92,8 +92,9 @@ type Client struct {
 
 	mu       sync.Mutex
 	closed   bool
-	pending  map[int64]chan response
+	pending  map[int64]*waiter
 	handlers map[string]context.CancelFunc // runtime requests running, by id
+	subs     map[string]*Subscription      // subscriptions, by subscription_id
 	drained  chan struct{}                 // while Close waits: closed when pending empties
 
 	out        chan []byte   // frames for the writer; a nil frame closes convo's stdin
@@ -116,6 +117,15 @@ type Client struct {
 type response struct {
 	result json.RawMessage
 	err    *RPCError
+}
+
+// waiter is a call waiting for its reply.
+type waiter struct {
+	ch chan response
+	// onReply, when set, is run by the reader with c.mu held, before the reply is
+	// handed to ch and before the next message is read (Subscribe registers its
+	// subscription there, so that no session/changed that follows is missed).
+	onReply func(response)
 }
 
 // Start runs convo and sends initialize. ctx bounds the start only; the process lives
@@ -155,8 +165,9 @@ func Start(ctx context.Context, opts ...Option) (*Client, error) {
 		runtime:    o.runtime,
 		opts:       o,
 		stderr:     tail,
-		pending:    make(map[int64]chan response),
+		pending:    make(map[int64]*waiter),
 		handlers:   make(map[string]context.CancelFunc),
+		subs:       make(map[string]*Subscription),
 		out:        make(chan []byte, 256),
 		writerDone: make(chan struct{}),
 		dead:       make(chan struct{}),
@@ -241,6 +252,11 @@ type pendingCall struct {
 
 // send writes a request; after Close only when force is set (Close's own shutdown).
 func (c *Client) send(ctx context.Context, method string, params any, force bool) (*pendingCall, error) {
+	return c.sendWith(ctx, method, params, force, nil)
+}
+
+// sendWith is send with a function the reader runs on the reply (waiter.onReply).
+func (c *Client) sendWith(ctx context.Context, method string, params any, force bool, onReply func(response)) (*pendingCall, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -255,7 +271,7 @@ func (c *Client) send(ctx context.Context, method string, params any, force bool
 		c.mu.Unlock()
 		return nil, ErrClosed
 	}
-	c.pending[id] = ch
+	c.pending[id] = &waiter{ch: ch, onReply: onReply}
 	c.mu.Unlock()
 	if c.sent != nil {
 		c.sent(method)
@@ -311,19 +327,25 @@ func (c *Client) forget(id int64) {
 }
 
 // take removes a call from pending (c.mu held), telling Close when none is left.
-func (c *Client) take(id int64) chan response {
-	ch := c.pending[id]
+func (c *Client) take(id int64) *waiter {
+	w := c.pending[id]
 	delete(c.pending, id)
 	if c.drained != nil && len(c.pending) == 0 {
 		close(c.drained)
 		c.drained = nil
 	}
-	return ch
+	return w
 }
 
 // cancelRequest sends $/cancelRequest without making the caller wait on a busy writer.
 func (c *Client) cancelRequest(id int64) {
 	frame, _ := encode(nil, "$/cancelRequest", map[string]int64{"id": id})
+	c.post(frame)
+}
+
+// post hands a frame to the writer without waiting on a busy one: from the reader, or
+// from a caller that has given up.
+func (c *Client) post(frame []byte) {
 	select {
 	case c.out <- frame:
 	case <-c.writerDone:
@@ -440,8 +462,13 @@ func (c *Client) readLoop(stdout io.Reader) {
 	}
 	c.mu.Lock()
 	c.closed = true
+	subs := c.subs
+	c.subs = map[string]*Subscription{}
 	c.mu.Unlock()
 	close(c.dead)
+	for _, s := range subs {
+		s.end(c.deadErr)
+	}
 	c.cancelBase()
 	c.waitErr = c.cmd.Wait()
 	close(c.exited)
@@ -498,17 +525,26 @@ func (c *Client) dispatch(body []byte) {
 		if err != nil {
 			return // id null: a reply to nothing this client can name
 		}
+		r := response{result: env.Result, err: env.Error}
 		c.mu.Lock()
-		ch := c.take(id)
+		w := c.take(id)
+		if w != nil && w.onReply != nil {
+			w.onReply(r)
+		}
 		c.mu.Unlock()
-		if ch != nil {
-			ch <- response{result: env.Result, err: env.Error}
+		if w != nil {
+			w.ch <- r
 		}
 	}
 }
 
-// notified handles convo's notifications: $/cancelRequest for a runtime request.
+// notified handles convo's notifications: session/changed for a subscription,
+// $/cancelRequest for a runtime request.
 func (c *Client) notified(env envelope) {
+	if env.Method == "session/changed" {
+		c.changed(env.Params)
+		return
+	}
 	if env.Method != "$/cancelRequest" {
 		return
 	}

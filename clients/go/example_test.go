@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os"
+	"path/filepath"
 	"testing"
 
 	convo "github.com/convo-dev/convo/clients/go"
@@ -91,10 +93,49 @@ func ExampleWithRuntime() {
 	fmt.Println(*streamed.Text)
 }
 
+func ExampleClient_Subscribe() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "convo-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	// Two processes on one database, as two editor windows would have.
+	store := convo.WithStore("sqlite:" + filepath.Join(dir, "convo.db"))
+	mine, err := convo.Start(ctx, store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mine.Close()
+	theirs, err := convo.Start(ctx, store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer theirs.Close()
+
+	sub, err := mine.Subscribe(ctx, convo.SubscribeParams{SessionID: "demo"}) // the session need not exist yet
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sub.Close() // unsubscribes; C is closed
+
+	theirs.CreateSession(ctx, convo.CreateSessionParams{SessionID: "demo"})
+	theirs.AddUser(ctx, convo.AddUserParams{SessionID: "demo", Text: "Hello from the other window."})
+
+	for ch := range sub.C { // within about 100 ms of each commit; maybe coalesced, the last always
+		fmt.Println(ch.SessionID, ch.Change, ch.Revision, ch.MessageCount) // demo appended 1 1
+		if ch.MessageCount == 1 {
+			break
+		}
+	}
+}
+
 // TestExamples runs the examples (they print ids and times, so they have no Output).
 func TestExamples(t *testing.T) {
 	t.Setenv("CONVO_BINARY", binary(t))
 	Example()
 	Example_errors()
 	ExampleWithRuntime()
+	ExampleClient_Subscribe()
 }

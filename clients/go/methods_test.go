@@ -43,6 +43,10 @@ func TestEveryMethod(t *testing.T) {
 		t.Fatal("ServerInfo has no version")
 	}
 
+	// session/subscribe, to a session that does not exist yet (the rest of the test
+	// runs while nobody reads it: it must not hold the client up).
+	sub := must[*convo.Subscription](t)(c.Subscribe(ctx, convo.SubscribeParams{SessionID: "demo-copy"}))
+
 	// session/create: metadata comes back exactly as given (a big integer, member order).
 	meta := json.RawMessage(`{"z":123456789012345678901234567890,"a":1.50}`)
 	s := must[*convo.SessionInfo](t)(c.CreateSession(ctx, convo.CreateSessionParams{
@@ -235,6 +239,17 @@ func TestEveryMethod(t *testing.T) {
 	del := must[*convo.Deleted](t)(c.DeleteSession(ctx, convo.DeleteSessionParams{SessionID: "demo-copy", ExpectedRevision: convo.Ptr(int64(1))}))
 	if !del.Deleted {
 		t.Fatalf("delete: %+v", del)
+	}
+
+	// The subscription tells the copy's last change; session/unsubscribe ends it.
+	if last := until(t, sub, func(ch convo.Changed) bool { return ch.Change == convo.ChangeDeleted }); len(last) > 3 {
+		t.Fatalf("the subscription kept more than the copy's latest change: %+v", last)
+	}
+	if err := c.Unsubscribe(ctx, convo.UnsubscribeParams{SubscriptionID: sub.SubscriptionID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := <-sub.C; ok || sub.Err() != nil {
+		t.Fatalf("after Unsubscribe, C is open or Err is %v", sub.Err())
 	}
 
 	// shutdown; Close then sends only exit.

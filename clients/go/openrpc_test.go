@@ -40,6 +40,8 @@ var clientMethods = map[string]string{
 	"session/run":             "Run",
 	"session/json":            "JSON",
 	"session/stream":          "Stream",
+	"session/subscribe":       "Subscribe",
+	"session/unsubscribe":     "Unsubscribe",
 }
 
 // The exported methods of *Client that are not protocol methods.
@@ -69,6 +71,11 @@ type openrpcDoc struct {
 		Name   string          `json:"name"`
 		Result json.RawMessage `json:"result"`
 	} `json:"x-server-requests"`
+	Notifications []struct {
+		Name      string          `json:"name"`
+		Direction string          `json:"direction"`
+		Params    json.RawMessage `json:"params"`
+	} `json:"x-notifications"`
 }
 
 func loadOpenRPC(t *testing.T) *openrpcDoc {
@@ -99,8 +106,8 @@ var (
 )
 
 // TestMethodsMatch: every method of openrpc.json has a client method of the form
-// func(ctx, Params) (*Result, error), and every exported method of *Client is a protocol
-// method or a known helper.
+// func(ctx, Params) (*Result, error), or func(ctx, Params) error when its result is null,
+// and every exported method of *Client is a protocol method or a known helper.
 func TestMethodsMatch(t *testing.T) {
 	doc := loadOpenRPC(t)
 	client := reflect.TypeOf(&convo.Client{})
@@ -127,7 +134,12 @@ func TestMethodsMatch(t *testing.T) {
 		if m.Name == "shutdown" {
 			continue
 		}
-		if ft.NumIn() != 3 || ft.NumOut() != 2 || ft.Out(0).Kind() != reflect.Pointer {
+		if isNull(t, m.Result.Schema) {
+			if ft.NumIn() != 3 || ft.NumOut() != 1 {
+				t.Errorf("%s answers null, but %s is not func(ctx, Params) error: %v", m.Name, goName, ft)
+				continue
+			}
+		} else if ft.NumIn() != 3 || ft.NumOut() != 2 || ft.Out(0).Kind() != reflect.Pointer {
 			t.Errorf("%s is not func(ctx, Params) (*Result, error): %v", goName, ft)
 			continue
 		}
@@ -140,6 +152,9 @@ func TestMethodsMatch(t *testing.T) {
 		want = append(want, extraParams[m.Name]...)
 		if got, want := jsonNames(ft.In(2)), sorted(want); got != want {
 			t.Errorf("%s params: %s has [%s], openrpc.json [%s]", m.Name, ft.In(2), got, want)
+		}
+		if ft.NumOut() == 1 {
+			continue
 		}
 
 		// Result: the struct's JSON names are the result schema's properties.
@@ -181,6 +196,50 @@ func TestServerRequestsMatch(t *testing.T) {
 	}
 	if got := sorted(names); got != "runtime/run runtime/stream" {
 		t.Errorf("server requests in openrpc.json: %s; the client answers runtime/run and runtime/stream", got)
+	}
+}
+
+// TestNotificationsMatch: the client routes session/changed, the one notification
+// convo sends besides $/cancelRequest; Changed carries the members of its params and
+// the Change constants are its change kinds.
+func TestNotificationsMatch(t *testing.T) {
+	doc := loadOpenRPC(t)
+	var toClient []string
+	for _, n := range doc.Notifications {
+		if n.Direction == "server to client" {
+			toClient = append(toClient, n.Name)
+		}
+		if n.Name != "session/changed" {
+			continue
+		}
+		if got, want := jsonNames(reflect.TypeOf(convo.Changed{})), sorted(schemaProperties(t, doc, n.Params)); got != want {
+			t.Errorf("Changed has [%s], openrpc.json [%s]", got, want)
+		}
+		var p struct {
+			Properties struct {
+				Change struct {
+					Enum []string `json:"enum"`
+				} `json:"change"`
+			} `json:"properties"`
+		}
+		if err := json.Unmarshal(n.Params, &p); err != nil {
+			t.Fatal(err)
+		}
+		ours := []string{}
+		for _, c := range []convo.Change{
+			convo.ChangeCreated, convo.ChangeAppended, convo.ChangeUpdated, convo.ChangeTrimmed,
+			convo.ChangeCleared, convo.ChangeRewound, convo.ChangeCompacted, convo.ChangeImported,
+			convo.ChangeDeleted, convo.ChangeDraft,
+		} {
+			ours = append(ours, string(c))
+		}
+		if got, want := sorted(ours), sorted(p.Properties.Change.Enum); got != want {
+			t.Errorf("the Change constants are [%s], openrpc.json's change kinds [%s]", got, want)
+		}
+	}
+	// $/cancelRequest goes both ways (listed as "server to client").
+	if got := sorted(toClient); got != "$/cancelRequest session/changed" {
+		t.Errorf("notifications to the client in openrpc.json: %s; the client handles $/cancelRequest and session/changed", got)
 	}
 }
 
@@ -237,6 +296,18 @@ func jsonNames(t reflect.Type) string {
 	}
 	walk(t)
 	return sorted(names)
+}
+
+// isNull reports whether a result schema is {"type": "null"}.
+func isNull(t *testing.T, raw json.RawMessage) bool {
+	t.Helper()
+	var s struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s.Type == "null"
 }
 
 // schemaProperties lists an object schema's property names, following $ref and taking

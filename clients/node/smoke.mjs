@@ -47,6 +47,15 @@ const streamed = await client.stream({ session_id, input: "And spelled out?" });
 assert.equal(streamed.text, "four");
 console.log(`run: ${run.text}, stream: ${streamed.text}, revision ${streamed.revision}`);
 
+// Watching: the changes of the session, as an async iterator; break unsubscribes.
+const sub = await client.subscribe({ session_id });
+const { revision } = await client.updateSession({ session_id, title: "smoke" });
+for await (const change of sub) {
+  assert.deepEqual([change.session_id, change.change, change.revision], [session_id, "updated", revision]);
+  console.log(`subscribe: ${change.change} at revision ${change.revision}`);
+  break;
+}
+
 const pid = /** @type {number} */ (client.pid);
 await client.dispose();
 assert.throws(() => process.kill(pid, 0), { code: "ESRCH" }, "no convo process is left");

@@ -1,5 +1,6 @@
 // Generates src/protocol.ts from protocol/openrpc.json: a TypeScript type for every
-// schema, the params of every method, the data of every error, and the tables the client
+// schema, the params of every method and of every notification the document describes
+// (`x-notifications` with `params`), the data of every error, and the tables the client
 // and its errors are checked against. `node scripts/gen-protocol.mjs` writes the file;
 // `--check` exits 1 when it is stale (test/protocol.test.mjs does the same).
 import { readFileSync, writeFileSync } from "node:fs";
@@ -109,6 +110,18 @@ export function generate(document) {
     if (!(result in schemas)) out += declare(result, m.result.schema, `Result of \`${m.name}\`: ${m.result.name}.`) + "\n";
     else if (m.result.schema.$ref !== `#/components/schemas/${result}`) throw new Error(`${result} names two types`);
   }
+
+  // The notifications whose params the document gives a schema (`x-notifications`):
+  // `session/changed` → `SessionChangedParams`, and the Notifications table.
+  const notifications = (document["x-notifications"] ?? []).filter((n) => n.params);
+  for (const n of notifications) {
+    const name = `${typeName(n.name)}Params`;
+    if (name in schemas || methods.some((m) => `${typeName(m.name)}Params` === name)) throw new Error(`${name} names two types`);
+    out += declare(name, n.params, `Params of the notification \`${n.name}\` (${n.direction}): ${n.description}`) + "\n";
+  }
+  out += `/** Every notification of the protocol whose params the document describes. */\nexport interface Notifications {\n`;
+  for (const n of notifications) out += `  ${JSON.stringify(n.name)}: ${typeName(n.name)}Params;\n`;
+  out += `}\n\n`;
 
   out += `/** Every method of the protocol, with its params and result. */\nexport interface Methods {\n`;
   for (const m of methods) {

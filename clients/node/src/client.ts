@@ -2,7 +2,9 @@
  * `ConvoClient`: one convo process and the JSON-RPC connection over its stdio (LSP
  * framing, vscode-jsonrpc). A typed method per protocol method (`CLIENT_METHODS` maps
  * each one of protocol/openrpc.json to its client method; a test fails when they drift),
- * cancellation through `AbortSignal`, the host runtime, and an orderly end in `dispose()`.
+ * cancellation through `AbortSignal`, the host runtime, `subscribe()` (the
+ * `session/changed` notifications of a subscription as an async iterator), and an
+ * orderly end in `dispose()`.
  */
 import "./dispose-symbol.js";
 import {
@@ -18,10 +20,11 @@ import {
 } from "vscode-jsonrpc/node";
 import { resolveBinary } from "./binary.js";
 import { Child, type Exit, type Logger } from "./child.js";
-import { CancelledError, ConnectionClosedError, errorFromReply } from "./errors.js";
+import { CancelledError, ConnectionClosedError, InvalidRequestError, errorFromReply } from "./errors.js";
 import type * as P from "./protocol.js";
 import type { Format, MethodName, Methods } from "./protocol.js";
 import { serveRuntime, type Runtime } from "./runtime.js";
+import { createSubscription, type SessionChange, type SubscribeOptions, type Subscription, type SubscriptionControl } from "./subscription.js";
 
 export interface ConvoOptions {
   /** The convo binary; by default `CONVO_BINARY`, then the platform package (`@convo/linux-x64-gnu`, …). */
@@ -59,12 +62,15 @@ type Result<M extends MethodName> = Methods[M]["result"];
 
 const defaultLogger: Logger = (line) => process.stderr.write(line + "\n");
 
-/** Whether a message is a response (to a request of this client). vscode-jsonrpc queues
- * every response it reads, and handles it in order. */
-const isResponse = (message: Message): boolean => !("method" in message);
+const CHANGED = "session/changed";
 
-/** Counts the responses read, so that the connection is disposed only once every response
- * read before the process ended has been handled. */
+/** Whether a message is a response (to a request of this client) or a `session/changed`
+ * notification: vscode-jsonrpc queues every one it reads, and handles them in order. */
+const isCounted = (message: Message): boolean =>
+  !("method" in message) || (message as { method: string }).method === CHANGED;
+
+/** Counts the responses (and changes) read, so that the connection is disposed only once
+ * every one read before the process ended has been handled. */
 function countingReader(reader: MessageReader, count: () => void): MessageReader {
   return {
     onError: reader.onError,
@@ -72,7 +78,7 @@ function countingReader(reader: MessageReader, count: () => void): MessageReader
     onPartialMessage: reader.onPartialMessage,
     listen: (callback) =>
       reader.listen((message) => {
-        if (isResponse(message)) count();
+        if (isCounted(message)) count();
         callback(message);
       }),
     dispose: () => reader.dispose(),
@@ -87,6 +93,13 @@ export class ConvoClient {
   #exit: Exit | undefined;
   #disposed: Promise<void> | undefined;
   #info: P.InitializeResult | undefined;
+  /** The live subscriptions of `subscribe()`, by subscription id. */
+  readonly #subscriptions = new Map<string, SubscriptionControl>();
+  /** While `subscribe()` calls wait for their id: the changes of ids not known yet. */
+  #subscribing = 0;
+  readonly #early = new Map<string, SessionChange[]>();
+  /** Whether the connection has handled all it read and is disposed (the process ended). */
+  #drained = false;
 
   /** Spawns convo, connects, and sends `initialize` (with the runtime's `format`). */
   static async start(options: ConvoOptions = {}): Promise<ConvoClient> {
@@ -125,13 +138,14 @@ export class ConvoClient {
         messageStrategy: {
           handleMessage(message, next) {
             const result = next(message);
-            if (isResponse(message)) handled++;
+            if (isCounted(message)) handled++;
             return result;
           },
         },
       },
     );
     serveRuntime(this.#connection, runtime, this.#closed.signal, (d) => this.#child.hold(d));
+    this.#connection.onNotification(CHANGED, (change: SessionChange) => this.#route(change));
     this.#connection.onError(() => {}); // write errors: the process is gone, and 'close' says so
     this.#connection.listen();
     void this.#child.exited.then((exit) => {
@@ -146,7 +160,14 @@ export class ConvoClient {
           stalls = handled === last ? stalls + 1 : 0;
           last = handled;
           setImmediate(dispose);
-        } else this.#connection.dispose();
+        } else {
+          this.#connection.dispose();
+          this.#drained = true;
+          // Every change read has been delivered: the subscriptions end after them.
+          const error = this.#disposed ? undefined : this.#closedError();
+          for (const { close } of this.#subscriptions.values()) close(error);
+          this.#subscriptions.clear();
+        }
       };
       dispose();
     });
@@ -331,8 +352,51 @@ export class ConvoClient {
     return this.request("session/stream", params, options);
   }
 
-  // `subscribe()` (session/subscribe, an async iterator of session/changed) comes with
-  // the watching issue; until then `request()` reaches any method the server adds.
+  /** `session/subscribe`: the raw request. Its `session/changed` notifications reach only
+   * the subscriptions of `subscribe()`, which sends it and iterates them. */
+  subscribeSession(params: P.SessionSubscribeParams = {}, options?: CallOptions): Promise<P.SessionSubscribeResult> {
+    return this.request("session/subscribe", params, options);
+  }
+
+  /** `session/unsubscribe`: stops a subscription; an unknown id is -32602. Ending a
+   * `subscribe()` iterator sends it. */
+  unsubscribeSession(params: P.SessionUnsubscribeParams, options?: CallOptions): Promise<null> {
+    return this.request("session/unsubscribe", params, options);
+  }
+
+  /**
+   * Watches committed changes, of one session (`session_id`, which need not exist yet) or
+   * of every session, made by this process or any other on the same store: sends
+   * `session/subscribe` and returns an async iterator of its `session/changed`
+   * notifications. Per session they come in revision order, and the last change is
+   * always told (several may be coalesced into the latest). Ending the iterator
+   * (`break`, `return()`, `await using`, or aborting `signal`) sends `session/unsubscribe`;
+   * it also ends when the client is disposed (and rejects with `ConnectionClosedError`
+   * when convo exits on its own).
+   */
+  async subscribe(params: P.SessionSubscribeParams = {}, options: SubscribeOptions = {}): Promise<Subscription> {
+    let id: string | undefined;
+    let early: SessionChange[] | undefined;
+    this.#subscribing++;
+    try {
+      id = (await this.subscribeSession(params, options)).subscription_id;
+    } finally {
+      // The changes told before the reply was read (convo answers first; kept anyway).
+      if (id !== undefined) early = this.#early.get(id);
+      if (--this.#subscribing === 0) this.#early.clear();
+      else if (id !== undefined) this.#early.delete(id);
+    }
+    const subscriptionId = id;
+    const hooks = { unsubscribe: () => this.#unsubscribe(subscriptionId), hold: (d: 1 | -1) => this.#child.hold(d) };
+    const control = createSubscription(subscriptionId, hooks);
+    if (this.#drained) control.close(this.#disposed ? undefined : this.#closedError());
+    else {
+      this.#subscriptions.set(subscriptionId, control);
+      for (const change of early ?? []) control.deliver(change);
+      control.watch(options.signal);
+    }
+    return control.subscription;
+  }
 
   /**
    * Ends convo in order: `shutdown` (it finishes what is in flight and makes every write
@@ -364,6 +428,31 @@ export class ConvoClient {
     } finally {
       clearTimeout(timer);
       this.#child.hold(-1);
+    }
+  }
+
+  #route(change: SessionChange): void {
+    const id = change?.subscription_id;
+    const subscription = this.#subscriptions.get(id);
+    if (subscription) subscription.deliver(change);
+    else if (this.#subscribing > 0 && typeof id === "string") {
+      const list = this.#early.get(id);
+      if (list) list.push(change);
+      else this.#early.set(id, [change]);
+    }
+    // else: a subscription that ended (or one made with subscribeSession): dropped.
+  }
+
+  /** Forgets a subscription of `subscribe()` at once (later changes are dropped), then
+   * tells convo; nothing to tell when convo is gone or shutting down. */
+  async #unsubscribe(id: string): Promise<void> {
+    this.#subscriptions.delete(id);
+    if (this.#exit || this.#disposed) return;
+    try {
+      await this.unsubscribeSession({ subscription_id: id });
+    } catch (e) {
+      // The process ended meanwhile, or dispose() sent shutdown first (-32600).
+      if (!(e instanceof ConnectionClosedError || e instanceof InvalidRequestError)) throw e;
     }
   }
 
@@ -418,4 +507,6 @@ export const CLIENT_METHODS = {
   "session/run": "run",
   "session/json": "json",
   "session/stream": "stream",
+  "session/subscribe": "subscribeSession",
+  "session/unsubscribe": "unsubscribeSession",
 } as const satisfies Record<MethodName, keyof ConvoClient>;

@@ -1,9 +1,11 @@
 /**
  * convo: a TypeScript client for the convo sidecar. `ConvoClient.start()` spawns the
- * binary and returns a client with a typed method per protocol method.
+ * binary and returns a client with a typed method per protocol method, and `subscribe()`
+ * for the changes other processes on the same store make.
  */
 export { ConvoClient, CLIENT_METHODS, type ConvoOptions, type CallOptions, type InitializeParams } from "./client.js";
 export type { Exit, Logger } from "./child.js";
+export type { Subscription, SessionChange, SubscribeOptions } from "./subscription.js";
 export * from "./errors.js";
 export { resolveBinary, currentTarget, packageName, binaryPath, TARGETS, type Target, type LookupOptions } from "./binary.js";
 export type {

@@ -473,6 +473,39 @@ export type SessionStreamParams = SessionRunParams;
 /** Result of `session/stream`: RunAnswer. */
 export type SessionStreamResult = RunAnswer;
 
+/** Params of `session/subscribe`. */
+export type SessionSubscribeParams = {
+  session_id?: SessionId;
+};
+
+/** Result of `session/subscribe`: Subscribed. */
+export type SessionSubscribeResult = {
+  subscription_id: string;
+};
+
+/** Params of `session/unsubscribe`. */
+export type SessionUnsubscribeParams = {
+  subscription_id: string;
+};
+
+/** Result of `session/unsubscribe`: Null. */
+export type SessionUnsubscribeResult = null;
+
+/** Params of the notification `session/changed` (server to client): {subscription_id, session_id, revision, change, message_count} after a change committed; change is one of created, appended, updated, trimmed, cleared, imported, deleted, draft (a stream's draft was saved; the revision is the session's, unchanged). rewound and compacted are reserved for session/rewind and session/compact, which this server does not have yet. */
+export type SessionChangedParams = {
+  subscription_id: string;
+  session_id: string;
+  revision: number;
+  change: "created" | "appended" | "updated" | "trimmed" | "cleared" | "rewound" | "compacted" | "imported" | "deleted" | "draft";
+  message_count: number;
+  [member: string]: unknown;
+};
+
+/** Every notification of the protocol whose params the document describes. */
+export interface Notifications {
+  "session/changed": SessionChangedParams;
+}
+
 /** Every method of the protocol, with its params and result. */
 export interface Methods {
   /** Server info and capabilities. Optional; any params are accepted. */
@@ -523,6 +556,10 @@ export interface Methods {
   "session/json": { params: SessionJsonParams; result: SessionJsonResult };
   /** As session/run, streamed: convo sends `runtime/stream` (with a `stream_id`); the host sends `runtime/delta` notifications, then answers with the final answer, which is what is stored. Meanwhile the user message and the text so far are a draft (session/history with `include_draft`), saved at least every 250 ms or 4 KiB. A stream that ends early keeps its draft as messages: the user message and the partial answer (when it has text) with `metadata: {"partial": true, "reason": "cancelled" | "error" | "crashed"}` — on a host error (reply 1008), a client cancel (reply -32800 with `data.message_ids`), or the process dying (kept by the next process on the store once the draft is 5 s stale). */
   "session/stream": { params: SessionStreamParams; result: SessionStreamResult };
+  /** Watches committed changes — of one session (`session_id`, which need not exist yet: its `created` is told; the one method where an unknown session is not 1001) or of every session — made by this process or by any other on the same store (SQLite: within about 100 ms). Each is told as a `session/changed` notification (see x-notifications). Per session they arrive in revision order and the last change is always told; several may be coalesced into one carrying the latest revision. */
+  "session/subscribe": { params: SessionSubscribeParams; result: SessionSubscribeResult };
+  /** Stops a subscription; an unknown `subscription_id` is -32602. */
+  "session/unsubscribe": { params: SessionUnsubscribeParams; result: SessionUnsubscribeResult };
 }
 
 export type MethodName = keyof Methods;
@@ -552,7 +589,9 @@ export const METHOD_NAMES = [
   "session/count_tokens",
   "session/run",
   "session/json",
-  "session/stream"
+  "session/stream",
+  "session/subscribe",
+  "session/unsubscribe"
 ] as const satisfies readonly MethodName[];
 
 /** `data` of error 1001 (session not found). */

@@ -88,6 +88,19 @@ test("every protocol method, through its client method", async () => {
   const streamed = await client.stream({ session_id, input: "2 + 2, slowly?" });
   assert.equal(streamed.text, "four");
 
+  // subscribe() sends session/subscribe and, once its loop ends, session/unsubscribe.
+  const sub = await client.subscribe({ session_id });
+  const raw = await client.subscribeSession();
+  assert.notEqual(raw.subscription_id, sub.id);
+  const watched = await client.updateSession({ session_id, title: "Watched" });
+  for await (const change of sub) {
+    const { subscription_id, change: kind, revision, message_count } = change;
+    assert.deepEqual([subscription_id, change.session_id, kind, revision], [sub.id, session_id, "updated", watched.revision]);
+    assert.equal(message_count, watched.message_count);
+    break;
+  }
+  assert.equal(await client.unsubscribeSession(raw), null);
+
   assert.equal(await client.shutdown(), null);
   await assert.rejects(client.getSession({ session_id }), InvalidRequestError, "requests after shutdown are -32600");
 

@@ -16,6 +16,19 @@ test("src/protocol.ts is what the generator makes of openrpc.json (else: npm run
   assert.equal(readFileSync(OUTPUT, "utf8"), generate(document));
 });
 
+test("the notifications with params in openrpc.json have their types, session/changed among them", () => {
+  /** @type {{name: string, params?: object}[]} */
+  const notifications = document["x-notifications"];
+  const described = notifications.filter((n) => n.params).map((n) => n.name);
+  assert.ok(described.includes("session/changed"));
+  const text = readFileSync(OUTPUT, "utf8");
+  for (const name of described) assert.match(text, new RegExp(`^  ${JSON.stringify(name)}: \\w+Params;$`, "m"), name);
+  // What subscribe() yields: the params of session/changed.
+  /** @type {import("convo").SessionChange} */
+  const change = { subscription_id: "sub-1", session_id: "s", revision: 1, change: "appended", message_count: 1 };
+  assert.equal(change.change, "appended");
+});
+
 test("every method in openrpc.json has a client method, and no client method lacks one", () => {
   assert.deepEqual([...METHOD_NAMES], documented);
   assert.deepEqual(Object.keys(CLIENT_METHODS).sort(), [...documented].sort());
@@ -23,11 +36,12 @@ test("every method in openrpc.json has a client method, and no client method lac
   for (const [method, name] of Object.entries(CLIENT_METHODS)) {
     assert.equal(typeof proto[name], "function", `${method} → ${name}`);
   }
-  // Every public method of the client is a protocol method or one of these.
+  // Every public method of the client is a protocol method or one of these (subscribe:
+  // session/subscribe and unsubscribe as an async iterator of session/changed).
   const own = Object.getOwnPropertyNames(ConvoClient.prototype).filter(
     (n) => n !== "constructor" && typeof Object.getOwnPropertyDescriptor(ConvoClient.prototype, n)?.value === "function",
   );
-  const lifecycle = ["request", "dispose"];
+  const lifecycle = ["request", "subscribe", "dispose"];
   assert.deepEqual(own.filter((n) => !lifecycle.includes(n)).sort(), Object.values(CLIENT_METHODS).sort());
 });
 

@@ -4,7 +4,8 @@ The wheel carries the ``convo`` executable (a JSON-RPC 2.0 sidecar over stdio) a
 client package:
 
 - :class:`AsyncClient` (asyncio) and :class:`Client` (blocking) spawn ``convo`` and call
-  its methods; every error code is an exception class (see :mod:`convo.errors`).
+  its methods; every error code is an exception class (see :mod:`convo.errors`);
+  ``subscribe()`` gives the sessions' changes (:class:`Change`) as they commit.
 - :mod:`convo.pycodeloop` and :mod:`convo.agent` hold drop-in ``Session`` classes with
   the seed libraries' APIs, stored by convo.
 """
@@ -14,7 +15,8 @@ from __future__ import annotations
 from ._binary import find_convo_bin
 from ._client import METHODS, UNSET, AsyncClient, Final, PendingRequest, RuntimeHandler
 from ._default import default_client, set_default_client
-from ._sync import Client
+from ._subscription import Change, Subscription
+from ._sync import Client, SyncSubscription
 from .errors import (
     ConnectionClosed,
     ConvoError,
@@ -42,6 +44,9 @@ __all__ = [
     "Client",
     "Final",
     "PendingRequest",
+    "Change",
+    "Subscription",
+    "SyncSubscription",
     "RuntimeHandler",
     "METHODS",
     "UNSET",

@@ -2,7 +2,8 @@
 
 Stdlib only. Many requests may be in flight at once (pipelining); cancelling the task
 that awaits one sends ``$/cancelRequest`` for it. convo's own requests to the host
-(``runtime/run``, ``runtime/stream``) are answered by the runtime handler you give.
+(``runtime/run``, ``runtime/stream``) are answered by the runtime handler you give, and
+its ``session/changed`` notifications go to the :class:`Subscription` they name.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._binary import find_convo_bin
+from ._subscription import Change, Subscription
 from .errors import ConnectionClosed, ConvoError, error_from_response
 
-__all__ = ["AsyncClient", "PendingRequest", "Final", "RuntimeHandler", "UNSET", "METHODS"]
+__all__ = ["AsyncClient", "PendingRequest", "Final", "RuntimeHandler", "UNSET", "METHODS", "Change", "Subscription"]
 
 
 class _Unset:
@@ -88,6 +90,8 @@ METHODS: dict[str, str] = {
     "session/run": "run",
     "session/json": "json",
     "session/stream": "stream",
+    "session/subscribe": "subscribe",
+    "session/unsubscribe": "unsubscribe",
 }
 
 
@@ -115,8 +119,9 @@ class AsyncClient:
     ``runtime_format`` (``openai_chat`` etc.: runtime requests then carry ``payload``),
     ``stderr`` (``None``: the child's log lines go to this process's stderr; a callable
     receiving each line; or a file object / ``subprocess.DEVNULL``), ``on_notification``
-    (called with ``(method, params)`` for notifications convo sends), ``initialize``
-    (extra ``initialize`` params).
+    (called with ``(method, params)`` for every notification convo sends, including the
+    ``session/changed`` ones that also go to their :meth:`subscribe` iterator),
+    ``initialize`` (extra ``initialize`` params).
     """
 
     def __init__(
@@ -149,6 +154,12 @@ class AsyncClient:
         # session_id -> callable(delta): sees the deltas a streaming runtime sends.
         self._delta_listeners: dict[str, Callable[[dict[str, Any]], Any]] = {}
         self.on_notification = on_notification
+        # subscription_id -> Subscription: where `session/changed` notifications go.
+        self._subscriptions: dict[str, Subscription] = {}
+        # While a session/subscribe is out, the changes of ids not yet known (a change
+        # may overtake the reply), coalesced per session as a Subscription keeps them.
+        self._subscribing = 0
+        self._early_changes: dict[str, collections.OrderedDict[str, Change]] = {}
         self._ids = itertools.count(1)
         self._pending: dict[int, tuple[Any, str]] = {}  # asyncio or concurrent futures
         self._server_tasks: dict[Any, asyncio.Task[Any]] = {}
@@ -277,6 +288,7 @@ class AsyncClient:
         for task in list(self._server_tasks.values()):
             task.cancel()
         self._fail_pending(self._close_reason or "convo exited")
+        self._end_subscriptions()
         if self._transport is not None:
             self._transport.close()
 
@@ -292,6 +304,16 @@ class AsyncClient:
             code = self.returncode
             self._close_reason = "convo exited" + (f" (code {code})" if code is not None else "")
         self._fail_pending(self._close_reason)
+        self._end_subscriptions()
+
+    def _end_subscriptions(self) -> None:
+        """The connection ended: every subscription's iteration ends after its unread
+        changes (raising ConnectionClosed once if convo went on its own)."""
+        subs, self._subscriptions = self._subscriptions, {}
+        self._early_changes.clear()
+        error = None if self._closed else ConnectionClosed(self._close_reason or "convo exited")
+        for sub in subs.values():
+            sub._end(error)
 
     # ------------------------------------------------------------------ framing
 
@@ -390,6 +412,8 @@ class AsyncClient:
             if running is not None:
                 running.cancel()
             return
+        if method == "session/changed" and isinstance(params, dict):
+            self._route_change(params)
         if self.on_notification is not None:
             try:
                 r = self.on_notification(method, params)
@@ -397,6 +421,37 @@ class AsyncClient:
                     asyncio.ensure_future(r)
             except Exception:
                 pass
+
+    def _route_change(self, params: dict[str, Any]) -> None:
+        sid = params.get("subscription_id")
+        if not isinstance(sid, str):
+            return
+        try:
+            change = Change.from_params(params)
+        except (TypeError, ValueError):
+            return
+        sub = self._subscriptions.get(sid)
+        if sub is not None:
+            sub._deliver(change)
+        elif self._subscribing:
+            self._early_changes.setdefault(sid, collections.OrderedDict())[change.session_id] = change
+
+    def _drop_orphan_subscription(self, fut: asyncio.Future[Any]) -> None:
+        """A subscribe whose caller was cancelled got its reply: unsubscribe it."""
+        if fut.cancelled() or fut.exception() is not None:
+            return
+        result = fut.result()
+        sid = result.get("subscription_id") if isinstance(result, dict) else None
+        if not isinstance(sid, str):
+            return
+        self._early_changes.pop(sid, None)
+        if self._closed or self._protocol.eof:
+            return
+        try:
+            pending = self.send("session/unsubscribe", {"subscription_id": sid})
+        except ConvoError:
+            return
+        pending.future.add_done_callback(lambda f: f.cancelled() or f.exception())
 
     # ------------------------------------------------------------------ requests
 
@@ -820,6 +875,35 @@ class AsyncClient:
                 session_id, input, images, temperature, max_tokens, tools, metadata, timeout_ms, expected_revision
             ),
         )
+
+    # ------------------------------------------------------------------ watching
+
+    def subscribe(self, session_id: str | None = None) -> Subscription:
+        """Watch the committed changes of ``session_id`` (which need not exist yet: its
+        ``created`` is told) or, without it, of every session — made through this client,
+        or by any other process on the same store (SQLite: within about 100 ms).
+
+        Gives a :class:`Subscription`, an async context manager and async iterator of
+        :class:`Change` objects (``session_id``, ``revision``, ``change``,
+        ``message_count``): ``async with c.subscribe("demo") as sub: async for change in
+        sub: ...``. Leaving the ``async with`` (or an ``async for`` that subscribed by
+        itself) sends ``session/unsubscribe``. Per session the changes come in revision
+        order and the last one always comes; unread ones are coalesced per session.
+        ``sub = await c.subscribe()`` subscribes at once (then :meth:`Subscription.close`).
+        """
+        return Subscription(self, session_id)
+
+    async def unsubscribe(self, subscription: Subscription | str) -> None:
+        """``session/unsubscribe``: stop a :class:`Subscription` (its iteration ends), or a
+        subscription by its id (an id convo does not know is -32602 :class:`InvalidParams`)."""
+        if isinstance(subscription, Subscription):
+            await subscription.close()
+            return
+        sub = self._subscriptions.get(subscription)
+        if sub is not None:
+            await sub.close()
+            return
+        await self.request("session/unsubscribe", {"subscription_id": subscription})
 
 
 _HEADER_END = b"\r\n\r\n"

@@ -2,7 +2,7 @@
 event loop in a background thread. Every method blocks until convo answers; calls from
 several threads are pipelined on the one connection. Interrupting a call
 (``KeyboardInterrupt``) or passing ``timeout`` to :meth:`Client.call` cancels it, which
-sends ``$/cancelRequest``.
+sends ``$/cancelRequest``. :meth:`Client.subscribe` gives a blocking iterator of changes.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ import concurrent.futures
 import threading
 import time
 import weakref
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ._client import UNSET, AsyncClient, RuntimeHandler
+from ._subscription import Change, Subscription
 from .errors import ConnectionClosed, SessionNotFound
 
-__all__ = ["Client"]
+__all__ = ["Client", "SyncSubscription"]
 
 T = TypeVar("T")
 
@@ -462,6 +463,25 @@ class Client:
             expected_revision=expected_revision,
         )
 
+    def subscribe(self, session_id: str | None = None) -> SyncSubscription:
+        """Watch the committed changes of ``session_id`` or, without it, of every session
+        (see :meth:`AsyncClient.subscribe`): a :class:`SyncSubscription`, a context manager
+        and blocking iterator of :class:`Change` objects.
+
+        ``with c.subscribe("demo") as sub: for change in sub: ...`` subscribes on entry and
+        unsubscribes on exit; a ``for`` loop over ``c.subscribe()`` subscribes by itself
+        and unsubscribes when it is left. ``sub.get(timeout)`` waits for one change.
+        """
+        return SyncSubscription(self, self._async.subscribe(session_id))
+
+    def unsubscribe(self, subscription: SyncSubscription | Subscription | str) -> None:
+        """``session/unsubscribe``: stop a subscription (its iteration ends), or one by its
+        id (an id convo does not know is -32602 :class:`InvalidParams`)."""
+        if isinstance(subscription, SyncSubscription):
+            subscription.close()
+            return
+        self._call(self._async.unsubscribe(subscription))
+
     def exists(self, session_id: str) -> bool:
         try:
             self.get(session_id)
@@ -482,3 +502,103 @@ class Client:
             cursor = page.get("next_cursor")
             if not cursor:
                 return
+
+
+class SyncSubscription:
+    """The blocking face of a :class:`Subscription` (what :meth:`Client.subscribe` gives):
+    a context manager and iterator of :class:`Change` objects.
+
+    Iteration ends after :meth:`close` (unread changes are dropped) and when the client
+    closes; if convo exited on its own it then raises :class:`ConnectionClosed`.
+    Interrupting a wait (``KeyboardInterrupt``) leaves the subscription as it was.
+    """
+
+    def __init__(self, client: Client, subscription: Subscription) -> None:
+        self._client = client
+        self._sub = subscription
+
+    @property
+    def id(self) -> str | None:
+        """The ``subscription_id`` convo gave; ``None`` until started."""
+        return self._sub.id
+
+    @property
+    def session_id(self) -> str | None:
+        return self._sub.session_id
+
+    @property
+    def active(self) -> bool:
+        return self._sub.active
+
+    @property
+    def closed(self) -> bool:
+        return self._sub.closed
+
+    @property
+    def async_subscription(self) -> Subscription:
+        """The underlying :class:`Subscription` (it lives on the client's loop thread)."""
+        return self._sub
+
+    def __repr__(self) -> str:
+        return repr(self._sub).replace("convo.Subscription", "convo.SyncSubscription", 1)
+
+    def _usable(self) -> bool:
+        return not self._client.closed and self._client.loop.is_running()
+
+    def start(self) -> SyncSubscription:
+        """Send ``session/subscribe`` (once) and wait for the ``subscription_id``."""
+        if not self._usable():
+            raise ConnectionClosed("the client is closed")
+        self._client._call(self._sub.start())
+        return self
+
+    def close(self) -> None:
+        """Unsubscribe (once) and end the iteration; safe after the client closed."""
+        if self._usable():
+            self._client._call(self._sub.close())
+        else:
+            self._sub._closed = True
+            self._sub._end(None)
+
+    unsubscribe = close
+
+    def __enter__(self) -> SyncSubscription:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def get(self, timeout: float | None = None) -> Change | None:
+        """The next change, waiting at most ``timeout`` seconds (``0``: not at all) and
+        then raising ``TimeoutError``; ``None`` once the subscription has ended.
+        Subscribes first if not yet done."""
+        if not self._usable():
+            # The loop is gone: what was read before the client closed, then the end.
+            if self._sub._unread:
+                return self._sub._unread.popitem(last=False)[1]
+            return None
+        return self._client._call(self._sub.get(timeout))
+
+    def pending(self) -> int:
+        """How many changes (sessions) are waiting to be read."""
+        return self._sub.pending()
+
+    def __iter__(self) -> Iterator[Change]:
+        owned = self._sub.id is None and not self._sub.closed  # this loop subscribed
+        if owned:
+            self.start()
+        try:
+            while True:
+                change = self.get()
+                if change is None:
+                    return
+                yield change
+        finally:
+            if owned:
+                self.close()
+
+    def __next__(self) -> Change:
+        change = self.get()
+        if change is None:
+            raise StopIteration
+        return change
