@@ -25,7 +25,7 @@ struct Cli {
     /// Where sessions are kept: `sqlite` (the platform data folder, on Linux
     /// $XDG_DATA_HOME/convo/sessions.db), `sqlite:PATH`, or `memory` (gone when the
     /// process ends). Several convo processes may share one SQLite file.
-    #[arg(long, default_value = "sqlite", value_name = "STORE")]
+    #[arg(long, env = "CONVO_STORE", default_value = "sqlite", value_name = "STORE")]
     store: StoreSpec,
 
     /// `normal`: every acknowledged write survives the process being killed at any
@@ -89,7 +89,15 @@ fn main() -> ExitCode {
         busy_timeout: std::time::Duration::from_millis(cli.busy_timeout_ms),
         follow_symlinks: cli.follow_symlinks,
     };
-    let store = match cli.store.open(settings) {
+    // Blocking work runs on bounded pools (`convo::pool`); this is a ceiling under them.
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().max_blocking_threads(32).build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("convo: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let store = match runtime.block_on(cli.store.open(settings)) {
         Ok(store) => store,
         Err(e) => {
             eprintln!("convo: cannot open the store: {e}");
@@ -104,14 +112,6 @@ fn main() -> ExitCode {
         },
         max_message_bytes: usize::try_from(cli.max_message_bytes).unwrap_or(usize::MAX),
         max_pending_bytes: usize::try_from(cli.max_pending_bytes).unwrap_or(usize::MAX),
-    };
-    // Blocking work runs on bounded pools (`convo::pool`); this is a ceiling under them.
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().max_blocking_threads(32).build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("convo: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
     };
     let (input, output) = match stdio() {
         Ok(io) => io,

@@ -157,7 +157,8 @@ pub fn default_sqlite_path() -> Option<PathBuf> {
 }
 
 impl StoreSpec {
-    pub fn open(&self, settings: SqliteSettings) -> Result<Arc<dyn Store>> {
+    /// Opens the store; async because a server store (PostgreSQL) connects first.
+    pub async fn open(&self, settings: SqliteSettings) -> Result<Arc<dyn Store>> {
         match self {
             StoreSpec::Memory => Ok(Arc::new(MemoryStore::default())),
             StoreSpec::Sqlite(Some(path)) => Ok(Arc::new(SqliteStore::open(path, settings)?)),
