@@ -22,7 +22,7 @@ impl SequenceReason {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// Parameters of the wrong shape or value.

@@ -23,18 +23,26 @@ use convo::store::{SqliteSettings, StoreSpec};
 #[command(name = "convo", version, about, long_about)]
 struct Cli {
     /// Where sessions are kept: `sqlite` (the platform data folder, on Linux
-    /// $XDG_DATA_HOME/convo/sessions.db), `sqlite:PATH`, or `memory` (gone when the
-    /// process ends). Several convo processes may share one SQLite file.
+    /// $XDG_DATA_HOME/convo/sessions.db), `sqlite:PATH`, `postgres://USER@HOST/DB`
+    /// (also `postgresql://`; a libpq URL, `sslmode=require|verify-full` for TLS), or
+    /// `memory` (gone when the process ends). Several convo processes may share one
+    /// SQLite file or PostgreSQL database.
     #[arg(long, env = "CONVO_STORE", default_value = "sqlite", value_name = "STORE")]
     store: StoreSpec,
+
+    /// The PostgreSQL schema that holds convo's tables: applications sharing a database
+    /// each see only their own schema's sessions.
+    #[arg(long, env = "CONVO_PG_SCHEMA", default_value = convo::store::DEFAULT_PG_SCHEMA, value_name = "NAME")]
+    pg_schema: String,
 
     /// `normal`: every acknowledged write survives the process being killed at any
     /// instant; `full`: it also survives power loss (an fsync per commit).
     #[arg(long, value_enum, default_value = "normal")]
     durability: Durability,
 
-    /// How long a write waits for another process holding the database before it fails
-    /// with error 1006; at most 2147483647 (SQLite keeps it in a C int).
+    /// How long a write waits for another process holding the database (or, on
+    /// PostgreSQL, the session's row) before it fails with error 1006; at most
+    /// 2147483647 (SQLite keeps it in a C int).
     #[arg(long, default_value_t = 5000, value_name = "MS", value_parser = clap::value_parser!(u64).range(0..=i32::MAX as u64))]
     busy_timeout_ms: u64,
 
@@ -97,7 +105,14 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let store = match runtime.block_on(cli.store.open(settings)) {
+    let spec = match cli.store.with_pg_schema(&cli.pg_schema) {
+        Ok(spec) => spec,
+        Err(e) => {
+            eprintln!("convo: --pg-schema: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let store = match runtime.block_on(spec.open(settings)) {
         Ok(store) => store,
         Err(e) => {
             eprintln!("convo: cannot open the store: {e}");

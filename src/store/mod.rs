@@ -4,6 +4,8 @@
 
 pub mod feed;
 mod memory;
+mod postgres;
+mod row;
 mod sqlite;
 
 use std::path::PathBuf;
@@ -15,6 +17,7 @@ use crate::error::Result;
 use crate::session::{Draft, DraftEnd, Fields, Import, ListKey, Message, Patch, SessionInfo, Tail};
 
 pub use memory::MemoryStore;
+pub use postgres::PostgresStore;
 pub use sqlite::{Settings as SqliteSettings, SqliteStore};
 
 /// What an append stored: the ids of the messages the client gave, in order (cancelled
@@ -129,12 +132,30 @@ pub trait Store: Send + Sync + 'static {
     fn watch(&self) -> Arc<feed::Watcher>;
 }
 
-/// The backends `--store` can name: `memory`, `sqlite` (the default path) or
-/// `sqlite:PATH`, a file name (never an SQLite URI) in a folder that exists.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The backends `--store` can name: `memory`, `sqlite` (the default path),
+/// `sqlite:PATH` (a file name, never an SQLite URI, in a folder that exists), or a
+/// PostgreSQL URL (`postgres://…` or `postgresql://…`) with the schema to use.
+#[derive(Clone, PartialEq, Eq)]
 pub enum StoreSpec {
     Memory,
     Sqlite(Option<PathBuf>),
+    Postgres { url: String, schema: String },
+}
+
+/// The schema `--store postgres://…` uses unless `--pg-schema` names another.
+pub const DEFAULT_PG_SCHEMA: &str = "convo";
+
+/// Never shows a PostgreSQL password.
+impl std::fmt::Debug for StoreSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreSpec::Memory => f.write_str("Memory"),
+            StoreSpec::Sqlite(path) => f.debug_tuple("Sqlite").field(path).finish(),
+            StoreSpec::Postgres { url, schema } => {
+                f.debug_struct("Postgres").field("url", &postgres::connect::mask(url)).field("schema", schema).finish()
+            }
+        }
+    }
 }
 
 impl std::str::FromStr for StoreSpec {
@@ -145,7 +166,13 @@ impl std::str::FromStr for StoreSpec {
             None if s == "memory" => Ok(StoreSpec::Memory),
             None if s == "sqlite" => Ok(StoreSpec::Sqlite(None)),
             Some(("sqlite", path)) if !path.is_empty() => Ok(StoreSpec::Sqlite(Some(path.into()))),
-            _ => Err(format!("unknown store {}: use memory, sqlite or sqlite:PATH", crate::error::quote(s))),
+            Some(("postgres" | "postgresql", rest)) if rest.starts_with("//") => {
+                Ok(StoreSpec::Postgres { url: s.to_owned(), schema: DEFAULT_PG_SCHEMA.to_owned() })
+            }
+            _ => Err(format!(
+                "unknown store {}: use memory, sqlite, sqlite:PATH or postgres://…",
+                crate::error::quote(&postgres::connect::mask(s))
+            )),
         }
     }
 }
@@ -157,9 +184,22 @@ pub fn default_sqlite_path() -> Option<PathBuf> {
 }
 
 impl StoreSpec {
+    /// `--pg-schema`: the schema a PostgreSQL store keeps its tables in.
+    pub fn with_pg_schema(self, name: &str) -> std::result::Result<Self, String> {
+        postgres::check_schema_name(name)?;
+        Ok(match self {
+            StoreSpec::Postgres { url, .. } => StoreSpec::Postgres { url, schema: name.to_owned() },
+            other => other,
+        })
+    }
+
     /// Opens the store; async because a server store (PostgreSQL) connects first.
+    /// `settings.busy_timeout` is also how long a PostgreSQL write waits for a row lock.
     pub async fn open(&self, settings: SqliteSettings) -> Result<Arc<dyn Store>> {
         match self {
+            StoreSpec::Postgres { url, schema } => {
+                Ok(Arc::new(PostgresStore::open(url, schema, settings.busy_timeout).await?))
+            }
             StoreSpec::Memory => Ok(Arc::new(MemoryStore::default())),
             StoreSpec::Sqlite(Some(path)) => Ok(Arc::new(SqliteStore::open(path, settings)?)),
             StoreSpec::Sqlite(None) => match default_sqlite_path() {

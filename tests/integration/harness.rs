@@ -40,6 +40,70 @@ pub enum Backend {
     Memory,
     /// A fresh database file in a temporary folder of the server's own.
     Sqlite,
+    /// A fresh schema in the database `CONVO_TEST_POSTGRES` names.
+    Postgres,
+}
+
+/// The PostgreSQL database the tests use: `CONVO_TEST_POSTGRES` (scripts/test starts a
+/// server and sets it). Unset, PostgreSQL tests are skipped with a loud message; in CI
+/// (`CI` set) they fail instead, so they can never be skipped there unseen.
+pub fn postgres_url() -> Option<String> {
+    match std::env::var("CONVO_TEST_POSTGRES") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CONVO_TEST_POSTGRES is not set in CI: the PostgreSQL tests must run (bash scripts/test sets it)")
+        }
+        _ => {
+            eprintln!("SKIPPED: a PostgreSQL test; set CONVO_TEST_POSTGRES (see scripts/postgres) to run it");
+            None
+        }
+    }
+}
+
+/// A schema name no other test uses, so that every PostgreSQL test starts empty.
+pub fn fresh_schema() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    format!("t_{}_{n}_{nanos}", std::process::id())
+}
+
+/// A store several processes can open: a database file, or a PostgreSQL schema.
+#[derive(Clone, Debug)]
+pub enum Place {
+    File(std::path::PathBuf),
+    Postgres { url: String, schema: String },
+}
+
+impl Place {
+    /// A fresh place of `backend` (`None`: PostgreSQL tests are skipped); the folder
+    /// returned with a file must outlive its servers.
+    pub fn fresh(backend: Backend) -> Option<(Place, Option<tempfile::TempDir>)> {
+        match backend {
+            Backend::Memory => panic!("a memory store is not shared"),
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().unwrap();
+                Some((Place::File(dir.path().join("sessions.db")), Some(dir)))
+            }
+            Backend::Postgres => Some((Place::Postgres { url: postgres_url()?, schema: fresh_schema() }, None)),
+        }
+    }
+
+    fn args(&self) -> Vec<String> {
+        match self {
+            Place::File(path) => vec!["--store".into(), format!("sqlite:{}", path.display())],
+            Place::Postgres { url, schema } => {
+                vec!["--store".into(), url.clone(), "--pg-schema".into(), schema.clone()]
+            }
+        }
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self {
+            Place::File(_) => Backend::Sqlite,
+            Place::Postgres { .. } => Backend::Postgres,
+        }
+    }
 }
 
 pub struct Server {
@@ -66,12 +130,27 @@ impl Server {
     }
 
     pub fn on(backend: Backend, framing: Framing, args: &[&str]) -> Server {
-        let dir = (backend == Backend::Sqlite).then(|| tempfile::tempdir().unwrap());
-        let store = match &dir {
-            Some(dir) => format!("sqlite:{}", dir.path().join("sessions.db").display()),
-            None => "memory".into(),
-        };
-        Server::spawn(backend, dir, framing, &[&["--store", &store], args].concat())
+        Server::on_maybe(backend, framing, args).expect("a PostgreSQL test runs only when CONVO_TEST_POSTGRES is set")
+    }
+
+    /// As `on`; `None` when `backend` is PostgreSQL and no test database is set.
+    pub fn on_maybe(backend: Backend, framing: Framing, args: &[&str]) -> Option<Server> {
+        if backend == Backend::Memory {
+            return Some(Server::spawn(backend, None, framing, &[&["--store", "memory"], args].concat()));
+        }
+        let (place, dir) = Place::fresh(backend)?;
+        let place_args = place.args();
+        let mut all: Vec<&str> = place_args.iter().map(String::as_str).collect();
+        all.extend(args);
+        Some(Server::spawn(backend, dir, framing, &all))
+    }
+
+    /// A server on a shared store, as a second process or after a restart.
+    pub fn at(place: &Place, framing: Framing, args: &[&str]) -> Server {
+        let place_args = place.args();
+        let mut all: Vec<&str> = place_args.iter().map(String::as_str).collect();
+        all.extend(args);
+        Server::spawn(place.backend(), None, framing, &all)
     }
 
     /// A server on the database file `path`, as a second process or after a restart.
@@ -507,15 +586,18 @@ macro_rules! every_store {
         $crate::every_store!(@one memory_ndjson, Memory, Ndjson; $($test),*);
         $crate::every_store!(@one sqlite_lsp, Sqlite, Lsp; $($test),*);
         $crate::every_store!(@one sqlite_ndjson, Sqlite, Ndjson; $($test),*);
+        $crate::every_store!(@one postgres_ndjson, Postgres, Ndjson; $($test),*);
     };
     (@one $module:ident, $backend:ident, $framing:ident; $($test:ident),*) => {
         mod $module {
             $(#[test] fn $test() {
-                super::$test(&mut $crate::harness::Server::on(
+                if let Some(mut server) = $crate::harness::Server::on_maybe(
                     $crate::harness::Backend::$backend,
                     $crate::harness::Framing::$framing,
                     &[],
-                ))
+                ) {
+                    super::$test(&mut server)
+                }
             })*
         }
     };

@@ -12,7 +12,12 @@ fn initialize(s: &mut Server) {
     assert_eq!(init["server_info"]["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(init["protocol_version"], 1);
     let caps = &init["capabilities"];
-    assert_eq!(caps["store"], if s.backend == Backend::Sqlite { "sqlite" } else { "memory" });
+    let store = match s.backend {
+        Backend::Memory => "memory",
+        Backend::Sqlite => "sqlite",
+        Backend::Postgres => "postgres",
+    };
+    assert_eq!(caps["store"], store);
     assert_eq!(caps["max_message_bytes"], 64 * 1024 * 1024);
     assert_eq!(caps["framing"], if s.framing == Framing::Lsp { "lsp" } else { "ndjson" });
 

@@ -9,16 +9,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{Error, Result};
 use crate::session::{Message, Role, Tail};
+pub use crate::store::row::{Span, fork_parent};
 use crate::store::sqlite::rows::{self, MESSAGE_COLUMNS};
 use crate::store::sqlite::schema::sql;
-
-/// One segment of a chain and the positions `[lo, hi)` it serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Span {
-    pub segment: i64,
-    pub lo: u64,
-    pub hi: u64,
-}
 
 pub fn new_segment(conn: &Connection, parent: Option<i64>, base: u64) -> Result<i64> {
     conn.prepare_cached("INSERT INTO segments (parent, base) VALUES (?1, ?2)")
@@ -150,14 +143,6 @@ pub fn id_at(conn: &Connection, spans: &[Span], position: u64) -> Result<Option<
     conn.prepare_cached("SELECT id FROM messages WHERE segment = ?1 AND seq = ?2")
         .and_then(|mut s| s.query_row(params![span.segment, position as i64], |r| r.get(0)).optional())
         .map_err(sql)
-}
-
-/// The segment a fork cut at `cut` hangs from: the one serving position `cut - 1`.
-pub fn fork_parent(spans: &[Span], start: u64, cut: u64) -> Option<i64> {
-    if cut <= start {
-        return None;
-    }
-    spans.iter().find(|s| (s.lo..s.hi).contains(&(cut - 1))).map(|s| s.segment)
 }
 
 /// Deletes what nothing can reach any more, starting at segment `id` (after a session

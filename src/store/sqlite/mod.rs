@@ -24,9 +24,10 @@ use crate::error::{Error, Result};
 use crate::pool::Pool;
 use crate::session::{
     Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, check_revision, new_session_id,
-    now, plan_append,
+    plan_append,
 };
 use crate::store::feed::{ChangeKind, Feed, Watcher};
+use crate::store::row::{new_info, touched};
 use crate::store::{Appended, HistoryPage, Removed, Store};
 use chain::Span;
 use rows::{SESSION_COLUMNS, SessionRow, require_session};
@@ -114,13 +115,6 @@ impl SqliteStore {
     }
 }
 
-/// A session row after a change: revision +1 and a fresh `updated_at`.
-fn touched(mut row: SessionRow) -> SessionRow {
-    row.info.revision += 1;
-    row.info.updated_at = now();
-    row
-}
-
 fn spans_of(conn: &Connection, row: &SessionRow) -> Result<Vec<Span>> {
     chain::spans(conn, row.segment, row.start, row.len)
 }
@@ -130,22 +124,6 @@ fn free_id(conn: &Connection, wanted: Option<String>) -> Result<String> {
         Some(id) if rows::load_session(conn, &id)?.is_some() => Err(Error::SessionExists(id)),
         Some(id) => Ok(id),
         None => Ok(new_session_id()),
-    }
-}
-
-fn new_info(session_id: String, fields: Fields, forked_from: Option<ForkPoint>, message_count: u64) -> SessionInfo {
-    let at = now();
-    SessionInfo {
-        session_id,
-        system: fields.system,
-        cwd: fields.cwd,
-        title: fields.title,
-        metadata: fields.metadata,
-        message_count,
-        revision: 0,
-        created_at: at.clone(),
-        updated_at: at,
-        forked_from,
     }
 }
 

@@ -6,28 +6,9 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::session::{Fields, ForkPoint, Message, Role, SessionInfo, role_name};
+use crate::session::{ForkPoint, Message, SessionInfo, role_name};
+pub use crate::store::row::{SessionRow, parse_role};
 use crate::store::sqlite::schema::sql;
-
-/// A session's row: what clients see, and where its history lives.
-#[derive(Debug, Clone)]
-pub struct SessionRow {
-    pub info: SessionInfo,
-    pub segment: i64,
-    pub start: u64,
-    pub len: u64,
-}
-
-impl SessionRow {
-    pub fn fields(&self) -> Fields {
-        Fields {
-            system: self.info.system.clone(),
-            cwd: self.info.cwd.clone(),
-            title: self.info.title.clone(),
-            metadata: self.info.metadata.clone(),
-        }
-    }
-}
 
 pub const SESSION_COLUMNS: &str = "session_id, system, cwd, title, metadata, revision, created_at, updated_at, \
      forked_from_session, forked_from_message, segment, start, len";
@@ -129,16 +110,6 @@ pub fn message(row: &Row) -> rusqlite::Result<Message> {
         metadata: json_column::<Map<String, Value>>(row, 7)?,
         created_at: row.get(8)?,
     })
-}
-
-pub fn parse_role(role: &str) -> Option<Role> {
-    match role {
-        "system" => Some(Role::System),
-        "user" => Some(Role::User),
-        "assistant" => Some(Role::Assistant),
-        "tool" => Some(Role::Tool),
-        _ => None,
-    }
 }
 
 /// Replaces each image hash of `message` by the image it names.

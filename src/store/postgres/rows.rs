@@ -1,0 +1,268 @@
+//! Rows to domain values and back, as in the SQLite store: sessions, messages, images
+//! kept once by content hash in `blobs` (counted by the message rows that name them), and
+//! the drafts of streams.
+
+use deadpool_postgres::ClientWrapper as Db;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+use crate::error::{Error, Result};
+use crate::session::{Draft, Message, Role, SessionInfo, role_name};
+use crate::store::postgres::schema::pg;
+use crate::store::row::{SessionRow, parse_role};
+
+pub const SESSION_COLUMNS: &str = "session_id, system, cwd, title, metadata, revision, created_at, updated_at, \
+     forked_from_session, forked_from_message, segment, start, len";
+
+pub async fn query(db: &Db, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+    let stmt = db.prepare_cached(sql).await.map_err(pg)?;
+    db.query(&stmt, params).await.map_err(pg)
+}
+
+pub async fn query_opt(db: &Db, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>> {
+    let stmt = db.prepare_cached(sql).await.map_err(pg)?;
+    db.query_opt(&stmt, params).await.map_err(pg)
+}
+
+pub async fn execute(db: &Db, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
+    let stmt = db.prepare_cached(sql).await.map_err(pg)?;
+    db.execute(&stmt, params).await.map_err(pg)
+}
+
+fn corrupt(what: impl std::fmt::Display) -> Error {
+    Error::StorageUnavailable(format!("a stored row does not parse: {what}"))
+}
+
+fn json_column<T: serde::de::DeserializeOwned>(row: &Row, i: usize) -> Result<Option<T>> {
+    let text: Option<&str> = row.try_get(i).map_err(corrupt)?;
+    text.map(|t| serde_json::from_str(t).map_err(corrupt)).transpose()
+}
+
+fn to_json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "null".into())
+}
+
+fn opt_json<T: serde::Serialize>(value: &Option<T>) -> Option<String> {
+    value.as_ref().map(to_json)
+}
+
+pub fn session(row: &Row) -> Result<SessionRow> {
+    let get_i64 = |i| row.try_get::<_, i64>(i).map_err(corrupt);
+    let (start, len) = (get_i64(11)?, get_i64(12)?);
+    let forked_session: Option<String> = row.try_get(8).map_err(corrupt)?;
+    Ok(SessionRow {
+        info: SessionInfo {
+            session_id: row.try_get(0).map_err(corrupt)?,
+            system: row.try_get(1).map_err(corrupt)?,
+            cwd: row.try_get(2).map_err(corrupt)?,
+            title: row.try_get(3).map_err(corrupt)?,
+            metadata: json_column(row, 4)?,
+            message_count: (len - start) as u64,
+            revision: get_i64(5)? as u64,
+            created_at: row.try_get(6).map_err(corrupt)?,
+            updated_at: row.try_get(7).map_err(corrupt)?,
+            forked_from: forked_session
+                .map(|session_id| crate::session::ForkPoint { session_id, message_id: row.try_get(9).ok().flatten() }),
+        },
+        segment: get_i64(10)?,
+        start: start as u64,
+        len: len as u64,
+    })
+}
+
+/// A session's row; `for_update` locks it to the end of the transaction (the revision
+/// check and the change it guards then see no other writer in between).
+pub async fn load_session(db: &Db, session_id: &str, for_update: bool) -> Result<Option<SessionRow>> {
+    let lock = if for_update { " FOR UPDATE" } else { "" };
+    let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = $1{lock}");
+    query_opt(db, &sql, &[&session_id]).await?.map(|r| session(&r)).transpose()
+}
+
+pub async fn require_session(db: &Db, session_id: &str, for_update: bool) -> Result<SessionRow> {
+    load_session(db, session_id, for_update).await?.ok_or_else(|| Error::SessionNotFound(session_id.to_owned()))
+}
+
+/// Writes a session row whole: inserts it, or replaces the one with its id.
+pub async fn put_session(db: &Db, row: &SessionRow) -> Result<()> {
+    let info = &row.info;
+    let forked = info.forked_from.as_ref();
+    let sql = format!(
+        "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+         ON CONFLICT (session_id) DO UPDATE SET system = $2, cwd = $3, title = $4, metadata = $5, revision = $6, \
+         created_at = $7, updated_at = $8, forked_from_session = $9, forked_from_message = $10, segment = $11, \
+         start = $12, len = $13"
+    );
+    execute(
+        db,
+        &sql,
+        &[
+            &info.session_id,
+            &info.system,
+            &info.cwd,
+            &info.title,
+            &opt_json(&info.metadata),
+            &(info.revision as i64),
+            &info.created_at,
+            &info.updated_at,
+            &forked.map(|f| &f.session_id),
+            &forked.and_then(|f| f.message_id.as_ref()),
+            &row.segment,
+            &(row.start as i64),
+            &(row.len as i64),
+        ],
+    )
+    .await
+    .map(drop)
+}
+
+pub const MESSAGE_COLUMNS: &str = "id, role, content, name, tool_call_id, tool_calls, images, metadata, created_at";
+
+/// A message row; images still as their hashes (see `load_images`).
+pub fn message(row: &Row) -> Result<Message> {
+    let role: &str = row.try_get(1).map_err(corrupt)?;
+    let role = parse_role(role).ok_or_else(|| corrupt(format!("unknown role {role}")))?;
+    Ok(Message {
+        id: Some(row.try_get(0).map_err(corrupt)?),
+        role,
+        content: json_column::<Value>(row, 2)?.unwrap_or(Value::Null),
+        name: row.try_get(3).map_err(corrupt)?,
+        tool_call_id: row.try_get(4).map_err(corrupt)?,
+        tool_calls: json_column(row, 5)?,
+        images: json_column(row, 6)?,
+        metadata: json_column::<Map<String, Value>>(row, 7)?,
+        created_at: row.try_get(8).map_err(corrupt)?,
+    })
+}
+
+pub fn role(row: &Row) -> Result<Role> {
+    let role: &str = row.try_get(0).map_err(corrupt)?;
+    parse_role(role).ok_or_else(|| corrupt(format!("unknown role {role}")))
+}
+
+/// Replaces each image hash of `message` by the image it names.
+pub async fn load_images(db: &Db, message: &mut Message) -> Result<()> {
+    let Some(hashes) = message.images.as_mut() else { return Ok(()) };
+    for slot in hashes.iter_mut() {
+        let row = query_opt(db, "SELECT data FROM blobs WHERE hash = $1", &[&*slot]).await?;
+        *slot = row
+            .ok_or_else(|| Error::StorageUnavailable(format!("image {slot} is missing from the database")))?
+            .try_get(0)
+            .map_err(corrupt)?;
+    }
+    Ok(())
+}
+
+pub async fn insert_message(db: &Db, segment: i64, seq: u64, m: &Message) -> Result<()> {
+    let mut hashes = None;
+    if let Some(images) = &m.images {
+        let mut list = Vec::with_capacity(images.len());
+        for image in images {
+            list.push(store_blob(db, image).await?);
+        }
+        hashes = Some(list);
+    }
+    let sql = format!(
+        "INSERT INTO messages (segment, seq, {MESSAGE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+    );
+    execute(
+        db,
+        &sql,
+        &[
+            &segment,
+            &(seq as i64),
+            &m.id,
+            &role_name(m.role),
+            &to_json(&m.content),
+            &m.name,
+            &m.tool_call_id,
+            &opt_json(&m.tool_calls),
+            &opt_json(&hashes),
+            &opt_json(&m.metadata),
+            &m.created_at,
+        ],
+    )
+    .await
+    .map(drop)
+}
+
+/// Stores an image once, however many messages carry it; returns its hash.
+async fn store_blob(db: &Db, image: &str) -> Result<String> {
+    let hash = hex(&Sha256::digest(image.as_bytes()));
+    execute(
+        db,
+        "INSERT INTO blobs (hash, data, refs) VALUES ($1, $2, 1) ON CONFLICT (hash) DO UPDATE SET refs = blobs.refs + 1",
+        &[&hash, &image],
+    )
+    .await?;
+    Ok(hash)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Deletes the message rows of `segment` with `lo <= seq < hi`, releasing their images.
+pub async fn delete_messages(db: &Db, segment: i64, lo: u64, hi: u64) -> Result<()> {
+    let (lo, hi) = (lo.min(i64::MAX as u64) as i64, hi.min(i64::MAX as u64) as i64);
+    let lists = query(
+        db,
+        "SELECT images FROM messages WHERE segment = $1 AND seq >= $2 AND seq < $3 AND images IS NOT NULL",
+        &[&segment, &lo, &hi],
+    )
+    .await?;
+    for row in lists {
+        let hashes: Vec<String> = json_column(&row, 0)?.unwrap_or_default();
+        for hash in hashes {
+            execute(db, "UPDATE blobs SET refs = refs - 1 WHERE hash = $1", &[&hash]).await?;
+            execute(db, "DELETE FROM blobs WHERE hash = $1 AND refs <= 0", &[&hash]).await?;
+        }
+    }
+    execute(db, "DELETE FROM messages WHERE segment = $1 AND seq >= $2 AND seq < $3", &[&segment, &lo, &hi])
+        .await
+        .map(drop)
+}
+
+const DRAFT_COLUMNS: &str = "stream_id, session_id, owner, refreshed_at, user_message, text";
+
+fn draft(row: &Row) -> Result<Draft> {
+    let user: &str = row.try_get(4).map_err(corrupt)?;
+    Ok(Draft {
+        stream_id: row.try_get(0).map_err(corrupt)?,
+        session_id: row.try_get(1).map_err(corrupt)?,
+        owner: row.try_get(2).map_err(corrupt)?,
+        refreshed_at: row.try_get(3).map_err(corrupt)?,
+        user: serde_json::from_str(user)
+            .map_err(|e| Error::StorageUnavailable(format!("a draft's user message does not parse: {e}")))?,
+        text: row.try_get(5).map_err(corrupt)?,
+    })
+}
+
+pub async fn put_draft(db: &Db, d: &Draft) -> Result<()> {
+    let user = serde_json::to_string(&d.user).map_err(|e| Error::Internal(e.to_string()))?;
+    let sql = format!(
+        "INSERT INTO drafts ({DRAFT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (stream_id) DO UPDATE \
+         SET session_id = $2, owner = $3, refreshed_at = $4, user_message = $5, text = $6"
+    );
+    execute(db, &sql, &[&d.stream_id, &d.session_id, &d.owner, &d.refreshed_at, &user, &d.text]).await.map(drop)
+}
+
+pub async fn get_draft(db: &Db, stream_id: &str) -> Result<Option<Draft>> {
+    let sql = format!("SELECT {DRAFT_COLUMNS} FROM drafts WHERE stream_id = $1");
+    query_opt(db, &sql, &[&stream_id]).await?.as_ref().map(draft).transpose()
+}
+
+pub async fn newest_draft_of(db: &Db, session_id: &str) -> Result<Option<Draft>> {
+    let sql = format!("SELECT {DRAFT_COLUMNS} FROM drafts WHERE session_id = $1 ORDER BY refreshed_at DESC LIMIT 1");
+    query_opt(db, &sql, &[&session_id]).await?.as_ref().map(draft).transpose()
+}
+
+pub async fn delete_draft(db: &Db, stream_id: &str) -> Result<()> {
+    execute(db, "DELETE FROM drafts WHERE stream_id = $1", &[&stream_id]).await.map(drop)
+}
+
+pub async fn stale_drafts(db: &Db, before: i64) -> Result<Vec<String>> {
+    let rows = query(db, "SELECT stream_id FROM drafts WHERE refreshed_at < $1", &[&before]).await?;
+    rows.iter().map(|r| r.try_get(0).map_err(corrupt)).collect()
+}

@@ -1,0 +1,203 @@
+//! Writes, grouped: `WRITERS` tasks take jobs from one queue, and each commits what it
+//! took (up to `MAX_GROUP` jobs that queued meanwhile) in one transaction, each job in its
+//! own savepoint so that a refused job leaves nothing behind. A job's reply is sent only
+//! after its transaction committed; if the commit fails, every job in it fails with 1006.
+//!
+//! Jobs take row locks (`SELECT … FOR UPDATE` on the sessions they change) rather than
+//! running SERIALIZABLE: writers of different sessions never wait for each other, writers
+//! of one session queue on its row, and nothing is refused for a conflict that did not
+//! happen. Two groups that lock the same rows in opposite orders can deadlock; PostgreSQL
+//! then fails one statement, and that job alone is rolled back to its savepoint and run
+//! again, so the others in its group are not lost.
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use tokio::sync::{Mutex, mpsc, oneshot};
+
+use crate::error::{Error, Result};
+use crate::store::postgres::Connections;
+use crate::store::postgres::schema::pg;
+use deadpool_postgres::ClientWrapper as Db;
+
+/// Tasks committing at once (each on its own connection).
+const WRITERS: usize = 4;
+/// The most jobs one transaction takes.
+const MAX_GROUP: usize = 256;
+/// How often a job that lost a deadlock is run again.
+const RETRIES: u32 = 8;
+
+type Output = Box<dyn Any + Send>;
+type Work = Box<dyn for<'c> Fn(&'c Db) -> BoxFuture<'c, Result<Output>> + Send + Sync>;
+
+struct Job {
+    run: Work,
+    reply: oneshot::Sender<Result<Output>>,
+}
+
+#[derive(Clone)]
+pub struct Writer {
+    tx: mpsc::UnboundedSender<Job>,
+}
+
+fn stopped() -> Error {
+    Error::StorageUnavailable("the database writer has stopped".into())
+}
+
+impl Writer {
+    /// Starts the writer tasks on the current runtime; they end when every `Writer` is
+    /// dropped.
+    pub fn spawn(connections: Arc<Connections>) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let rx = Arc::new(Mutex::new(rx));
+        for _ in 0..WRITERS {
+            tokio::spawn(run(connections.clone(), rx.clone()));
+        }
+        Writer { tx }
+    }
+
+    /// Runs `work` in a write transaction; its result once that transaction committed.
+    /// `work` may run more than once (after a deadlock), each time from a clean savepoint.
+    pub async fn write<T, F>(&self, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: for<'c> Fn(&'c Db) -> BoxFuture<'c, Result<T>> + Send + Sync + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let run: Work = Box::new(move |db| {
+            let future = work(db);
+            Box::pin(async move { future.await.map(|t| Box::new(t) as Output) })
+        });
+        self.tx.send(Job { run, reply }).map_err(|_| stopped())?;
+        let output = answer.await.map_err(|_| stopped())??;
+        output.downcast::<T>().map(|t| *t).map_err(|_| Error::Internal("a store job returned the wrong type".into()))
+    }
+}
+
+async fn run(connections: Arc<Connections>, rx: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>) {
+    loop {
+        let group = {
+            let mut rx = rx.lock().await;
+            let Some(first) = rx.recv().await else { return };
+            let mut group = vec![first];
+            while group.len() < MAX_GROUP {
+                match rx.try_recv() {
+                    Ok(job) => group.push(job),
+                    Err(_) => break,
+                }
+            }
+            group
+        };
+        commit_group(&connections, group).await;
+    }
+}
+
+/// Whether PostgreSQL refused a statement only because of another transaction
+/// (deadlock_detected, serialization_failure): worth running again.
+pub fn lost_a_race(e: &Error) -> bool {
+    matches!(e, Error::StorageUnavailable(m) if m.ends_with("(40P01)") || m.ends_with("(40001)"))
+}
+
+async fn commit_group(connections: &Connections, group: Vec<Job>) {
+    let db = match connections.get().await {
+        Ok(db) => db,
+        Err(e) => {
+            for job in group {
+                let _ = job.reply.send(Err(e.clone()));
+            }
+            return;
+        }
+    };
+    if let Err(e) = db.batch_execute("BEGIN").await {
+        let e = pg(e);
+        for job in group {
+            let _ = job.reply.send(Err(e.clone()));
+        }
+        return;
+    }
+    let mut done = Vec::with_capacity(group.len());
+    let mut broken: Option<Error> = None;
+    for job in group {
+        if let Some(e) = &broken {
+            done.push((job.reply, Err(e.clone())));
+            continue;
+        }
+        let mut attempt = 0;
+        let outcome = loop {
+            if let Err(e) = db.batch_execute("SAVEPOINT job").await {
+                break Err(pg(e));
+            }
+            let outcome = (job.run)(&db).await;
+            let close = if outcome.is_ok() { "RELEASE job" } else { "ROLLBACK TO job; RELEASE job" };
+            if let Err(e) = db.batch_execute(close).await {
+                broken = Some(pg(e));
+                break outcome;
+            }
+            match outcome {
+                Err(e) if lost_a_race(&e) && attempt < RETRIES => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(1 << attempt.min(6))).await;
+                }
+                outcome => break outcome,
+            }
+        };
+        done.push((job.reply, outcome));
+    }
+    let committed = match broken {
+        Some(e) => Err(e),
+        None => db.batch_execute("COMMIT").await.map_err(pg),
+    };
+    if let Err(e) = &committed {
+        tracing::error!(error = %e, "a write transaction failed; its requests did not take effect");
+        let _ = db.batch_execute("ROLLBACK").await;
+    }
+    for (reply, outcome) in done {
+        let outcome = match (&committed, outcome) {
+            (Err(e), Ok(_)) => Err(e.clone()),
+            (_, outcome) => outcome,
+        };
+        let _ = reply.send(outcome);
+    }
+}
+
+/// Connection attempts after a failure wait: 100 ms, doubling to 5 s. Meanwhile requests
+/// fail at once with 1006 instead of piling up on an unreachable server.
+pub struct Backoff {
+    state: std::sync::Mutex<(Option<Instant>, Duration)>,
+}
+
+const FIRST_WAIT: Duration = Duration::from_millis(100);
+const LONGEST_WAIT: Duration = Duration::from_secs(5);
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff { state: std::sync::Mutex::new((None, FIRST_WAIT)) }
+    }
+}
+
+impl Backoff {
+    /// `Err` with when to retry, while waiting after a failure.
+    pub fn check(&self) -> std::result::Result<(), Duration> {
+        let state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match state.0 {
+            Some(at) if Instant::now() < at => Err(at - Instant::now()),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn failed(&self) {
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let wait = state.1;
+        *state = (Some(Instant::now() + wait), (wait * 2).min(LONGEST_WAIT));
+    }
+
+    pub fn succeeded(&self) {
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if state.0.is_some() {
+            tracing::info!("connected to PostgreSQL again");
+        }
+        *state = (None, FIRST_WAIT);
+    }
+}
