@@ -26,7 +26,7 @@ pub struct LocalServer {
 
 impl LocalServer {
     pub fn new(store: Arc<dyn Store>, max_message_bytes: usize) -> std::io::Result<Self> {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let (outbox, replies) = Outbox::channel();
         let peer = Arc::new(Peer::new(outbox.clone()));
         // No client answers server requests here: a turn through the host fails at once

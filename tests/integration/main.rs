@@ -10,6 +10,7 @@ mod durable;
 mod export;
 mod lifecycle;
 mod messages;
+mod postgres;
 mod properties;
 mod runtime;
 mod sessions;

@@ -1,6 +1,6 @@
-//! Property tests: random sequences of operations, run in lockstep on the memory and
-//! the SQLite store (each through the whole server, in-process), checking after every
-//! step the promises of spec section 3:
+//! Property tests: random sequences of operations, run in lockstep on the memory, the
+//! SQLite and (when `CONVO_TEST_POSTGRES` is set) the PostgreSQL store, each through the
+//! whole server in-process, checking after every step the promises of spec section 3:
 //! - the stored history holds no unanswered call except in the trailing group, and no
 //!   result without its call; it never starts with a tool result;
 //! - the repaired history holds no unanswered call at all;
@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use convo::rpc::LocalServer;
-use convo::store::{MemoryStore, SqliteSettings, SqliteStore};
+use convo::store::{MemoryStore, PostgresStore, SqliteSettings, SqliteStore};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -74,6 +74,22 @@ impl Subject {
         };
         let store = SqliteStore::open(&dir.path().join("p.db"), settings).unwrap();
         Subject::new(Arc::new(store), Some(dir))
+    }
+
+    /// One schema of the test database for the whole run (a schema per case would spend
+    /// the run creating tables; each case's session ids are its own instead), opened on
+    /// a runtime of its own that runs the store's tasks (writers, LISTEN).
+    fn postgres() -> Option<Subject> {
+        static STORE: std::sync::OnceLock<(tokio::runtime::Runtime, Arc<PostgresStore>)> = std::sync::OnceLock::new();
+        let url = crate::harness::postgres_url()?;
+        let (_, store) = STORE.get_or_init(|| {
+            let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+            let schema = crate::harness::fresh_schema();
+            let open = PostgresStore::open(&url, &schema, std::time::Duration::from_secs(5));
+            let store = runtime.block_on(open).unwrap();
+            (runtime, Arc::new(store))
+        });
+        Some(Subject::new(store.clone(), None))
     }
 
     fn new(store: Arc<dyn convo::store::Store>, dir: Option<tempfile::TempDir>) -> Subject {
@@ -151,12 +167,28 @@ fn check_rules(messages: &[Value], trailing_may_dangle: bool) -> Result<(), Stri
 }
 
 struct Run {
-    subjects: [Subject; 2],
+    /// The memory store first, then the stores checked against it.
+    subjects: Vec<Subject>,
     sessions: Vec<String>,
     next: u32,
+    /// Starts every session id of this case: the PostgreSQL store outlives cases.
+    prefix: String,
 }
 
 impl Run {
+    fn new(subjects: Vec<Subject>) -> Run {
+        static CASE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let prefix = format!("c{}-", CASE.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        Run { subjects, sessions: Vec::new(), next: 0, prefix }
+    }
+
+    fn all(&mut self, ops: &[Op]) {
+        for op in ops {
+            self.apply(op);
+            self.check();
+        }
+    }
+
     fn pick(&mut self, s: u8) -> String {
         if self.sessions.is_empty() {
             self.apply(&Op::Create);
@@ -165,24 +197,24 @@ impl Run {
     }
 
     /// The same request on both stores: both succeed or both fail with the same code.
-    fn both(&mut self, method: &str, params: Value) -> Result<[Value; 2], i64> {
-        let a = self.subjects[0].call(method, params.clone());
-        let b = self.subjects[1].call(method, params.clone());
-        match (a, b) {
-            (Ok(a), Ok(b)) => Ok([a, b]),
-            (Err(a), Err(b)) => {
-                assert_eq!(a, b, "{method} {params}: the stores refuse differently");
-                Err(a)
+    fn both(&mut self, method: &str, params: Value) -> Result<(), i64> {
+        let outcomes: Vec<_> = self.subjects.iter_mut().map(|s| s.call(method, params.clone())).collect();
+        let first = outcomes[0].as_ref().map(drop).map_err(|c| *c);
+        for (k, outcome) in outcomes.iter().enumerate() {
+            match (&first, outcome) {
+                (Ok(()), Ok(_)) => {}
+                (Err(a), Err(b)) => assert_eq!(a, b, "{method} {params}: the stores refuse differently"),
+                _ => panic!("{method} {params}: memory {:?}, store {k} {outcome:?}", outcomes[0]),
             }
-            (a, b) => panic!("{method} {params}: memory {a:?}, sqlite {b:?}"),
         }
+        first
     }
 
     fn apply(&mut self, op: &Op) {
         let (method, params, target) = match op.clone() {
             Op::Create => {
                 self.next += 1;
-                let id = format!("s{}", self.next);
+                let id = format!("{}s{}", self.prefix, self.next);
                 self.both("session/create", json!({"session_id": id, "system": "sys"})).unwrap();
                 self.sessions.push(id);
                 return;
@@ -239,14 +271,14 @@ impl Run {
             Op::Fork(s, at) => {
                 let id = self.pick(s);
                 self.next += 1;
-                let child = format!("s{}", self.next);
+                let child = format!("{}s{}", self.prefix, self.next);
                 let dict = self.subjects[0].dict(&id);
                 let msgs = dict["messages"].as_array().unwrap();
                 let mut params = json!({"session_id": id, "new_session_id": child});
                 if let (Some(at), false) = (at, msgs.is_empty()) {
                     // Message ids differ between the stores: fork each at its own.
                     let index = at as usize % msgs.len();
-                    let results: Vec<_> = (0..2)
+                    let results: Vec<_> = (0..self.subjects.len())
                         .map(|k| {
                             let d = self.subjects[k].dict(&id);
                             let mut p = params.clone();
@@ -258,7 +290,7 @@ impl Run {
                 } else {
                     self.both("session/fork", params.take()).unwrap();
                 }
-                for k in 0..2 {
+                for k in 0..self.subjects.len() {
                     let snapshot = self.subjects[k].dict(&child);
                     self.subjects[k].untouched_forks.insert(child.clone(), snapshot);
                 }
@@ -299,8 +331,9 @@ impl Run {
                 ("session/add_user", stale, id)
             }
         };
-        let before: Vec<(Value, u64)> =
-            (0..2).map(|k| (self.subjects[k].dict(&target), self.subjects[k].revision(&target))).collect();
+        let before: Vec<(Value, u64)> = (0..self.subjects.len())
+            .map(|k| (self.subjects[k].dict(&target), self.subjects[k].revision(&target)))
+            .collect();
         let outcome = self.both(method, params.clone());
         for (k, subject) in self.subjects.iter_mut().enumerate() {
             let (after, revision) = (subject.dict(&target), subject.revision(&target));
@@ -326,7 +359,7 @@ impl Run {
     fn check(&mut self) {
         let sessions = self.sessions.clone();
         for id in &sessions {
-            let dicts: Vec<Value> = (0..2).map(|k| self.subjects[k].dict(id)).collect();
+            let dicts: Vec<Value> = (0..self.subjects.len()).map(|k| self.subjects[k].dict(id)).collect();
             assert_eq!(normalized(&dicts[0]), normalized(&dicts[1]), "{id}: the stores hold different histories");
             for (k, subject) in self.subjects.iter_mut().enumerate() {
                 let stored = dicts[k]["messages"].as_array().unwrap();
@@ -364,10 +397,19 @@ proptest! {
 
     #[test]
     fn the_rules_hold_on_every_store(ops in prop::collection::vec(op(), 1..40)) {
-        let mut run = Run { subjects: [Subject::memory(), Subject::sqlite()], sessions: Vec::new(), next: 0 };
-        for op in &ops {
-            run.apply(op);
-            run.check();
+        Run::new(vec![Subject::memory(), Subject::sqlite()]).all(&ops);
+    }
+}
+
+proptest! {
+    // PostgreSQL answers over a socket and commits with an fsync: fewer cases, in
+    // lockstep with the memory store.
+    #![proptest_config(ProptestConfig { cases: 48, max_shrink_iters: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_rules_hold_on_postgres(ops in prop::collection::vec(op(), 1..40)) {
+        if let Some(postgres) = Subject::postgres() {
+            Run::new(vec![Subject::memory(), postgres]).all(&ops);
         }
     }
 }

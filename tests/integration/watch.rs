@@ -1,11 +1,11 @@
 //! Issue 12: `session/subscribe` and `session/changed`, in one process and across two
-//! processes on one SQLite file.
+//! processes on one SQLite file or one PostgreSQL database (LISTEN/NOTIFY).
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::harness::{Framing, Server, Value, json};
+use crate::harness::{Backend, Framing, Place, Server, Value, json};
 
 /// The next `session/changed` params, skipping nothing else.
 fn changed(s: &mut Server) -> Value {
@@ -41,10 +41,18 @@ fn in_revision_order(seen: &[Value]) {
 /// session, the last one always.
 #[test]
 fn changes_of_another_process_reach_a_subscriber() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("sessions.db");
-    let mut a = Server::on_file(&path, Framing::Ndjson, &[]);
-    let mut b = Server::on_file(&path, Framing::Lsp, &[]);
+    changes_of_another_process_on(Backend::Sqlite);
+}
+
+#[test]
+fn changes_of_another_process_reach_a_subscriber_postgres() {
+    changes_of_another_process_on(Backend::Postgres);
+}
+
+fn changes_of_another_process_on(backend: Backend) {
+    let Some((place, _dir)) = Place::fresh(backend) else { return };
+    let mut a = Server::at(&place, Framing::Ndjson, &[]);
+    let mut b = Server::at(&place, Framing::Lsp, &[]);
     let sub = b.call("session/subscribe", json!({}))["subscription_id"].as_str().unwrap().to_owned();
 
     a.call("session/create", json!({"session_id": "s"}));

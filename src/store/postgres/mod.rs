@@ -469,7 +469,7 @@ impl Store for PostgresStore {
     async fn keep_draft(&self, stream_id: &str, end: DraftEnd) -> Result<Option<Appended>> {
         let stream = stream_id.to_owned();
         self.write(move |db, schema| {
-            let (stream, end) = (stream.clone(), end.clone());
+            let stream = stream.clone();
             Box::pin(async move {
                 // Locked, so that two processes sweeping crashed drafts keep it once.
                 let found =

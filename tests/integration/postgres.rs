@@ -1,0 +1,200 @@
+//! The PostgreSQL store on its own (issue 13): a restart of the server itself under
+//! load, credentials never shown, schemas created, refused when newer or foreign, and
+//! keeping applications apart. The store contract, the crash test and the two-process
+//! tests run on PostgreSQL with the others (`every_store!`, durable.rs, watch.rs).
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::harness::{Framing, Place, Server, fresh_schema, json, postgres_url};
+
+/// Runs SQL through psql (installed with the server) and returns what it printed.
+fn psql(url: &str, sql: &str) -> String {
+    let out = Command::new("psql").args([url, "-XAtq", "-v", "ON_ERROR_STOP=1", "-c", sql]).output().expect("psql");
+    assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+fn convo(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_convo")).args(args).stdin(std::process::Stdio::null()).output().unwrap()
+}
+
+/// The URL with another password in it.
+fn with_password(url: &str, password: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let (userinfo, host) = rest.split_once('@').unwrap();
+    let user = userinfo.split(':').next().unwrap();
+    format!("{scheme}://{user}:{password}@{host}")
+}
+
+#[test]
+fn the_password_is_never_shown() {
+    let Some(url) = postgres_url() else { return };
+    let secret = "hunter2-not-the-password";
+    let out = convo(&["--store", &with_password(&url, secret), "--log-level", "trace"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("password authentication failed"), "{stderr}");
+    assert!(stderr.contains(":***@"), "the URL is shown masked: {stderr}");
+    assert!(!stderr.contains(secret), "{stderr}");
+
+    let real = url.split_once("://").unwrap().1.split_once('@').unwrap().0.split_once(':').unwrap().1.to_owned();
+    let mut s = Server::at(
+        &Place::Postgres { url: url.clone(), schema: fresh_schema() },
+        Framing::Ndjson,
+        &["--log-level", "trace"],
+    );
+    let init = s.call("initialize", json!({}));
+    assert_eq!(init["capabilities"]["store"], "postgres");
+    assert!(!init.to_string().contains(&real));
+    s.finish();
+    assert!(!s.stderr().contains(&real), "the password is in a log line");
+}
+
+#[test]
+fn a_schema_is_created_migrated_and_refused_when_newer() {
+    let Some(url) = postgres_url() else { return };
+    let schema = fresh_schema();
+    let place = Place::Postgres { url: url.clone(), schema: schema.clone() };
+    let mut s = Server::at(&place, Framing::Ndjson, &[]);
+    s.call("session/create", json!({"session_id": "kept"}));
+    s.finish();
+    assert_eq!(psql(&url, &format!("SELECT version FROM {schema}.meta")), "1");
+    assert_eq!(psql(&url, &format!("SELECT session_id FROM {schema}.sessions")), "kept");
+
+    psql(&url, &format!("UPDATE {schema}.meta SET version = 99"));
+    let out = convo(&["--store", &url, "--pg-schema", &schema]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains("newer convo (schema version 99"), "{stderr}");
+    assert_eq!(psql(&url, &format!("SELECT version FROM {schema}.meta")), "99", "left untouched");
+
+    let foreign = fresh_schema();
+    psql(&url, &format!("CREATE SCHEMA {foreign}; CREATE TABLE {foreign}.theirs (x int)"));
+    let out = convo(&["--store", &url, "--pg-schema", &foreign]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains("not convo's"), "{stderr}");
+    assert_eq!(psql(&url, &format!("SELECT count(*) FROM pg_tables WHERE schemaname = '{foreign}'")), "1");
+
+    let out = convo(&["--store", &url, "--pg-schema", "Robert'); DROP TABLE x;--"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid schema name"));
+}
+
+#[test]
+fn schemas_keep_applications_apart() {
+    let Some(url) = postgres_url() else { return };
+    let mut a = Server::at(&Place::Postgres { url: url.clone(), schema: fresh_schema() }, Framing::Ndjson, &[]);
+    let mut b = Server::at(&Place::Postgres { url: url.clone(), schema: fresh_schema() }, Framing::Ndjson, &[]);
+    a.call("session/create", json!({"session_id": "same-id"}));
+    b.call("session/create", json!({"session_id": "same-id", "title": "b's own"}));
+    assert_eq!(a.call("session/get", json!({"session_id": "same-id"}))["title"], json!(null));
+    assert_eq!(b.call("session/list", json!({}))["sessions"].as_array().unwrap().len(), 1);
+}
+
+/// CONVO_STORE names the store when --store is not given.
+#[test]
+fn convo_store_names_the_store() {
+    let Some(url) = postgres_url() else { return };
+    let schema = fresh_schema();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_convo"))
+        .env("CONVO_STORE", &url)
+        .env("CONVO_PG_SCHEMA", &schema)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{}}}}"#).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains(r#""store":"postgres""#));
+    assert_eq!(psql(&url, &format!("SELECT version FROM {schema}.meta")), "1");
+}
+
+/// PostgreSQL itself restarts while convo writes: the requests in flight get 1006, convo
+/// connects again by itself, and every acknowledged write is there, once. Runs on a
+/// server of its own (scripts/postgres on another port), so that the restart does not
+/// disturb the other tests.
+#[test]
+fn a_restart_of_postgres_mid_load_loses_nothing_acknowledged() {
+    if postgres_url().is_none() {
+        return;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/postgres");
+    let port = "54331";
+    let run = |verb: &str| {
+        let out = Command::new("bash").arg(script).arg(verb).env("PGPORT", port).output().unwrap();
+        assert!(out.status.success(), "scripts/postgres {verb}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let url = run("start");
+    struct Stop<F: FnMut()>(F);
+    impl<F: FnMut()> Drop for Stop<F> {
+        fn drop(&mut self) {
+            (self.0)()
+        }
+    }
+    let _stop = Stop(|| {
+        let _ = Command::new("bash").arg(script).arg("stop").env("PGPORT", port).output();
+    });
+    let place = Place::Postgres { url, schema: "convo".into() };
+    let mut s = Server::at(&place, Framing::Ndjson, &[]);
+    for n in 0..4 {
+        s.call("session/create", json!({"session_id": format!("s{n}")}));
+    }
+    let mut texts: HashMap<u64, String> = HashMap::new();
+    let (mut acked, mut failed) = (Vec::new(), 0);
+    // The restart comes after a second of writes, from another thread, while writes
+    // keep going 64 at a time; they go on until 200 succeed after it.
+    let restart = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(1));
+        let out = Command::new("bash").arg(script).arg("restart").env("PGPORT", port).output().unwrap();
+        assert!(out.status.success(), "restart: {}", String::from_utf8_lossy(&out.stderr));
+    });
+    let started = Instant::now();
+    let (mut i, mut after_restart) = (0u64, 0);
+    while after_restart < 200 {
+        assert!(started.elapsed() < Duration::from_secs(90), "convo did not recover after the restart");
+        let restarted = restart.is_finished();
+        let ids: Vec<u64> = (0..64)
+            .map(|_| {
+                i += 1;
+                let text = format!("w{i}");
+                let id = s.send_request("session/add_user", json!({"session_id": format!("s{}", i % 4), "text": text}));
+                texts.insert(id, text);
+                id
+            })
+            .collect();
+        for id in ids {
+            let reply = s.recv_reply(id);
+            match (reply.get("result"), reply["error"]["code"].as_i64()) {
+                (Some(_), _) => {
+                    acked.push(texts.remove(&id).unwrap());
+                    after_restart += usize::from(restarted);
+                }
+                (None, Some(1006)) => failed += 1,
+                _ => panic!("neither a result nor 1006: {reply}"),
+            }
+        }
+        if failed > 0 && !restarted {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    restart.join().unwrap();
+    assert!(failed > 0, "the restart came while requests were in flight");
+    let mut stored: HashMap<String, usize> = HashMap::new();
+    for n in 0..4 {
+        let h = s.call("session/history", json!({"session_id": format!("s{n}"), "repair": false}));
+        for m in h["messages"].as_array().unwrap() {
+            *stored.entry(m["content"].as_str().unwrap().to_owned()).or_default() += 1;
+        }
+    }
+    let lost = acked.iter().filter(|t| stored.get(*t) != Some(&1)).count();
+    assert_eq!(lost, 0, "acknowledged writes missing or doubled");
+    eprintln!("PostgreSQL restart mid-load: {} writes acknowledged, {failed} got 1006, lost 0", acked.len());
+    s.finish();
+}
