@@ -92,8 +92,14 @@ fn invalid_response(detail: impl Into<String>) -> Error {
 /// Checks the host's answer `{text?, tool_calls?, usage?, model?, stop_reason?}`; with
 /// `text_only`, tool calls are dropped (and an empty text is the caller's to judge).
 fn check_answer(answer: &Value, text_only: bool) -> Result<Answer> {
-    let Some(fields) = answer.as_object() else {
-        return Err(invalid_response("the answer must be an object {text, tool_calls, usage, model, stop_reason}"));
+    // A Lua host writes an empty table as `[]`, here and in `usage`: read as `{}`.
+    let empty = Map::new();
+    let fields = match answer {
+        Value::Object(fields) => fields,
+        Value::Array(items) if items.is_empty() => &empty,
+        _ => {
+            return Err(invalid_response("the answer must be an object {text, tool_calls, usage, model, stop_reason}"));
+        }
     };
     let get = |name: &str| fields.get(name).filter(|v| !v.is_null());
     let text = match get("text") {
@@ -110,13 +116,18 @@ fn check_answer(answer: &Value, text_only: bool) -> Result<Answer> {
     let mut metadata = Map::new();
     for (name, expected) in [("usage", "an object"), ("model", "a string"), ("stop_reason", "a string")] {
         if let Some(value) = get(name) {
+            let value = match value {
+                Value::Array(items) if name == "usage" && items.is_empty() => Value::Object(Map::new()),
+                value => value.clone(),
+            };
             let fits = if name == "usage" { value.is_object() } else { value.is_string() };
             if !fits {
                 return Err(invalid_response(format!("{name}: must be {expected}")));
             }
-            metadata.insert(name.into(), value.clone());
+            metadata.insert(name.into(), value);
         }
     }
+    let usage = metadata.get("usage").cloned();
     let input = MessageInput {
         role: Role::Assistant,
         content: text.clone().map_or(Value::Null, Value::String),
@@ -134,7 +145,9 @@ fn check_answer(answer: &Value, text_only: bool) -> Result<Answer> {
         Err(Error::InvalidParams(_)) => Message::new(Role::Assistant, Value::String(String::new())),
         Err(e) => return Err(e),
     };
-    Ok(Answer { message, text, tool_calls, usage: get("usage").cloned() })
+    // The calls as stored: mended by `session::empty_table`.
+    let tool_calls = tool_calls.and(message.tool_calls.clone());
+    Ok(Answer { message, text, tool_calls, usage })
 }
 
 /// What ended a wait for the host, as the error the client gets.

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result, quote};
+use crate::session::empty_table;
 use crate::session::stamp::{self, now};
 
 /// The content of the result stored or shown for a call that never got one.
@@ -96,7 +97,8 @@ pub struct MessageInput {
     pub tool_calls: Option<Vec<Value>>,
     #[serde(default)]
     pub images: Option<Vec<String>>,
-    #[serde(default)]
+    /// `[]` is read as `{}` (`session::empty_table`), here and for whole messages.
+    #[serde(default, deserialize_with = "empty_table::optional_object")]
     pub metadata: Option<Map<String, Value>>,
     #[serde(default)]
     pub id: Option<String>,
@@ -117,7 +119,10 @@ pub enum Identity {
 
 impl MessageInput {
     /// Checks the field rules of spec section 2 and builds the message to store.
-    pub fn into_message(self, identity: Identity) -> Result<Message> {
+    pub fn into_message(mut self, identity: Identity) -> Result<Message> {
+        if let Value::Array(parts) = &mut self.content {
+            parts.iter_mut().for_each(empty_table::content_part);
+        }
         check_content(&self.content)?;
         let tool_call_id = match (self.role, self.tool_call_id) {
             (Role::Tool, Some(id)) if !id.is_empty() => Some(id),
@@ -129,7 +134,10 @@ impl MessageInput {
         };
         let tool_calls = match self.tool_calls {
             Some(calls) if calls.is_empty() => None,
-            Some(calls) if self.role == Role::Assistant => Some(check_tool_calls(calls)?),
+            Some(mut calls) if self.role == Role::Assistant => {
+                calls.iter_mut().for_each(empty_table::tool_call);
+                Some(check_tool_calls(calls)?)
+            }
             Some(_) => {
                 return Err(Error::invalid(format!(
                     "tool_calls are only allowed on an assistant message, not on a {} message",

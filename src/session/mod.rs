@@ -2,6 +2,7 @@
 //! knows nothing of JSON-RPC or of how sessions are stored.
 
 mod draft;
+pub mod empty_table;
 pub mod export;
 mod info;
 mod message;

@@ -9,6 +9,7 @@ mod dict;
 mod durable;
 mod export;
 mod lifecycle;
+mod lua;
 mod messages;
 mod postgres;
 mod properties;

@@ -34,7 +34,8 @@ fn bad_session_ids(s: &mut Server) {
     s.fail("session/get", json!({}), -32602);
     s.fail("session/get", json!(["positional"]), -32602);
     s.fail("session/create", json!({"system": 5}), -32602);
-    s.fail("session/create", json!({"metadata": []}), -32602);
+    // Issue 17: `[]` is read as `{}` (an empty Lua table), any other array is refused.
+    s.fail("session/create", json!({"metadata": ["k"]}), -32602);
     assert_eq!(s.call("session/list", json!({}))["sessions"].as_array().unwrap().len(), 1, "nothing else was created");
 }
 

@@ -6,13 +6,13 @@ export type SessionId = string;
 
 export type Role = "system" | "user" | "assistant" | "tool";
 
-/** Kept as given. */
+/** Kept as given, except that `[]` as the `input` of a `tool_use` part (an empty Lua table) is stored as `{}`. A part must be an object with a string `type` (`[]` as a part is still -32602). */
 export type Content = string | null | Array<{
   type: string;
   [member: string]: unknown;
 }>;
 
-/** Every other field is kept as given. Understood shapes: {id, name, arguments}, OpenAI's {id, type: "function", function: {name, arguments}}, Anthropic's {id, name, input}. */
+/** Every other field is kept as given. Understood shapes: {id, name, arguments}, OpenAI's {id, type: "function", function: {name, arguments}}, Anthropic's {id, name, input}. An empty array as `arguments`, `input`, `function` or `function.arguments` (an empty Lua table) is stored as `{}`. */
 export type ToolCall = {
   id: string;
   [member: string]: unknown;
@@ -32,7 +32,7 @@ export type Message = {
   created_at: string;
 };
 
-/** A Message without id and created_at (both are honoured only by session/from_dict). tool_call_id is required on a tool message and not allowed on others; tool_calls only on an assistant message. An appended assistant message needs content (a non-empty string or content parts) or tool_calls, else -32602; session/from_dict keeps one as given. Unknown members are ignored. */
+/** A Message without id and created_at (both are honoured only by session/from_dict). tool_call_id is required on a tool message and not allowed on others; tool_calls only on an assistant message. An appended assistant message needs content (a non-empty string or content parts) or tool_calls, else -32602; session/from_dict keeps one as given. Unknown members are ignored. `metadata: []` is read as `{}`, and so is a whole message given as `[]` (then -32602: `role` is missing). */
 export type MessageInput = {
   role: Role;
   content?: Content;
@@ -218,6 +218,7 @@ export type SessionCreateParams = {
   system?: string | null;
   cwd?: string | null;
   title?: string | null;
+  /** `[]` (an empty Lua table) is read as `{}`. */
   metadata?: Record<string, unknown> | null;
 };
 
@@ -248,6 +249,7 @@ export type SessionUpdateParams = {
   system?: string | null;
   cwd?: string | null;
   title?: string | null;
+  /** `[]` (an empty Lua table) is read as `{}`. */
   metadata?: Record<string, unknown> | null;
   /** Fail with 1003 and change nothing unless the session's revision is this. */
   expected_revision?: number;
@@ -308,6 +310,7 @@ export type SessionAddToolResultResult = Added;
 /** Params of `session/add_message`. */
 export type SessionAddMessageParams = {
   session_id: SessionId;
+  /** `[]` (an empty Lua table) is read as `{}` (then -32602: `role` is missing). */
   message: MessageInput;
   /** Fail with 1003 and change nothing unless the session's revision is this. */
   expected_revision?: number;
@@ -376,6 +379,7 @@ export type SessionToDictResult = Dict;
 
 /** Params of `session/from_dict`. */
 export type SessionFromDictParams = {
+  /** `[]` (an empty Lua table) is read as `{}` (an empty import), and so are its `metadata` and its messages' `metadata`. */
   data: DictInput;
   /** Replace an existing session of that id, continuing its revision count. */
   replace?: boolean;
@@ -430,7 +434,7 @@ export type SessionRunParams = {
   max_tokens?: unknown;
   /** Passed to the host as given; null when not given. */
   tools?: unknown;
-  /** Passed to the host, and stored on the user message. */
+  /** Passed to the host, and stored on the user message. `[]` (an empty Lua table) is read as `{}`. */
   metadata?: Record<string, unknown> | null;
   /** How long convo waits for the host's answer, from the moment it sends the runtime request; then 1008 `timeout` and `$/cancelRequest` to the host. */
   timeout_ms?: number;
@@ -454,12 +458,13 @@ export type SessionJsonParams = {
   max_tokens?: unknown;
   /** Passed to the host as given; null when not given. */
   tools?: unknown;
-  /** Passed to the host, and stored on the user message. */
+  /** Passed to the host, and stored on the user message. `[]` (an empty Lua table) is read as `{}`. */
   metadata?: Record<string, unknown> | null;
   /** How long convo waits for the host's answer, from the moment it sends the runtime request; then 1008 `timeout` and `$/cancelRequest` to the host. */
   timeout_ms?: number;
   /** Fail with 1003, asking nothing, unless the session's revision is this. */
   expected_revision?: number;
+  /** A JSON Schema (draft 2020-12). `[]` (an empty Lua table) is read as `{}`, a schema that accepts anything. */
   schema: Record<string, unknown>;
   retries?: number;
 };
@@ -508,7 +513,7 @@ export interface Notifications {
 
 /** Every method of the protocol, with its params and result. */
 export interface Methods {
-  /** Server info and capabilities. Optional; any params are accepted. */
+  /** Server info and capabilities. Optional; any named params are accepted (`[]` too: no params). */
   "initialize": { params: InitializeParams; result: InitializeResult };
   /** Makes every acknowledged write durable; every later request gets -32600. Then send the `exit` notification. */
   "shutdown": { params: ShutdownParams; result: ShutdownResult };

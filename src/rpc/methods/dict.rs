@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use crate::error::Result;
 use crate::ops::{Call, DictData, Imported, SessionDict};
 use crate::rpc::methods::{Ctx, SessionParams};
-use crate::session::{Fields, MessageInput, SessionId};
+use crate::session::{Fields, MessageInput, SessionId, empty_table};
 
 pub async fn to_dict(ctx: Arc<Ctx>, p: SessionParams, _: Arc<Call>) -> Result<SessionDict> {
     ctx.ops.to_dict(p.session_id.as_str()).await
@@ -17,6 +17,7 @@ pub async fn to_dict(ctx: Arc<Ctx>, p: SessionParams, _: Arc<Call>) -> Result<Se
 
 #[derive(Deserialize)]
 pub struct FromDictParams {
+    #[serde(deserialize_with = "empty_table::object")]
     data: DictInput,
     #[serde(default)]
     replace: bool,
@@ -40,9 +41,9 @@ struct DictInput {
     cwd: Option<String>,
     #[serde(default)]
     title: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "empty_table::optional_object")]
     metadata: Option<Map<String, Value>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "empty_table::optional_objects")]
     messages: Option<Vec<MessageInput>>,
 }
 

@@ -8,6 +8,7 @@ use crate::error::Result;
 use crate::ops::Call;
 use crate::rpc::framing::Framing;
 use crate::rpc::methods::Ctx;
+use crate::session::empty_table;
 use crate::session::export::Format;
 
 /// The protocol version this server speaks.
@@ -17,7 +18,7 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// reads `runtime.format` (the provider body its runtime requests should carry).
 #[derive(Deserialize)]
 pub struct InitializeParams {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "empty_table::optional_object")]
     runtime: Option<RuntimeOptions>,
 }
 

@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::error::Result;
 use crate::ops::{Added, Call, History, Trimmed};
 use crate::rpc::methods::Ctx;
-use crate::session::{Identity, MessageInput, Role, SessionId};
+use crate::session::{Identity, MessageInput, Role, SessionId, empty_table};
 
 fn fresh(role: Role, content: Value) -> MessageInput {
     MessageInput {
@@ -74,6 +74,7 @@ pub async fn add_tool_result(ctx: Arc<Ctx>, p: AddToolResultParams, _: Arc<Call>
 #[derive(Deserialize)]
 pub struct AddMessageParams {
     session_id: SessionId,
+    #[serde(deserialize_with = "empty_table::object")]
     message: MessageInput,
     #[serde(default)]
     expected_revision: Option<u64>,
@@ -87,6 +88,7 @@ pub async fn add_message(ctx: Arc<Ctx>, p: AddMessageParams, _: Arc<Call>) -> Re
 #[derive(Deserialize)]
 pub struct AddMessagesParams {
     session_id: SessionId,
+    #[serde(deserialize_with = "empty_table::objects")]
     messages: Vec<MessageInput>,
     #[serde(default)]
     expected_revision: Option<u64>,

@@ -173,9 +173,14 @@ impl Table {
     }
 }
 
-/// Named params only: an object, or nothing at all (read as `{}`).
+/// Named params only: an object, or nothing at all (read as `{}`): no params, or an
+/// empty array, as Lua writes an empty table (`session::empty_table`).
 fn parse<P: DeserializeOwned>(params: &Params) -> Result<P> {
-    let raw = params.as_str().unwrap_or("{}");
+    let raw = match params.as_str() {
+        None => "{}",
+        Some(raw) if is_empty_array(raw) => "{}",
+        Some(raw) => raw,
+    };
     if !raw.starts_with('{') {
         return Err(Error::invalid("params must be an object"));
     }
@@ -190,6 +195,12 @@ fn parse<P: DeserializeOwned>(params: &Params) -> Result<P> {
             Ok(_) => Error::invalid("params do not parse"),
         }
     })
+}
+
+/// `[]`, with any JSON whitespace inside (`params` is JSON already, and trimmed).
+fn is_empty_array(raw: &str) -> bool {
+    let inner = raw.strip_prefix('[').and_then(|r| r.strip_suffix(']'));
+    inner.is_some_and(|inner| inner.trim_matches([' ', '\t', '\n', '\r']).is_empty())
 }
 
 /// For fields where `null` (clear) and absent (leave alone) differ.

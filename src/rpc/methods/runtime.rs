@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use crate::error::Result;
 use crate::ops::{Call, JsonAnswer, RunAnswer, Turn};
 use crate::rpc::methods::Ctx;
-use crate::session::SessionId;
+use crate::session::{SessionId, empty_table};
 
 /// How long convo waits for the host by default: ten minutes.
 const DEFAULT_TIMEOUT_MS: u64 = 600_000;
@@ -27,7 +27,7 @@ pub struct RunParams {
     max_tokens: Option<Value>,
     #[serde(default)]
     tools: Option<Value>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "empty_table::optional_object")]
     metadata: Option<Map<String, Value>>,
     #[serde(default)]
     timeout_ms: Option<u64>,
@@ -74,12 +74,13 @@ pub struct JsonParams {
     max_tokens: Option<Value>,
     #[serde(default)]
     tools: Option<Value>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "empty_table::optional_object")]
     metadata: Option<Map<String, Value>>,
     #[serde(default)]
     timeout_ms: Option<u64>,
     #[serde(default)]
     expected_revision: Option<u64>,
+    #[serde(deserialize_with = "empty_table::object")]
     schema: Map<String, Value>,
     #[serde(default)]
     retries: Option<u32>,

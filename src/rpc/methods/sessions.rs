@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use crate::error::{Error, Result};
 use crate::ops::Call;
 use crate::rpc::methods::{Ctx, RevisionParams, SessionParams, present};
-use crate::session::{Fields, ListKey, Patch, SessionId, SessionInfo};
+use crate::session::{Fields, ListKey, Patch, SessionId, SessionInfo, empty_table};
 
 #[derive(Deserialize)]
 pub struct CreateParams {
@@ -20,7 +20,7 @@ pub struct CreateParams {
     cwd: Option<String>,
     #[serde(default)]
     title: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "empty_table::optional_object")]
     metadata: Option<Map<String, Value>>,
 }
 
@@ -76,7 +76,7 @@ pub struct UpdateParams {
     cwd: Option<Option<String>>,
     #[serde(default, deserialize_with = "present")]
     title: Option<Option<String>>,
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "empty_table::present_object")]
     metadata: Option<Option<Map<String, Value>>>,
     #[serde(default)]
     expected_revision: Option<u64>,
