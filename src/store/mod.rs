@@ -127,6 +127,12 @@ pub trait Store: Send + Sync + 'static {
     /// Watches every change committed from now on, by this process or (for a store
     /// several processes share) by any other.
     fn watch(&self) -> Arc<feed::Watcher>;
+
+    /// Checks the store's own consistency (`convo fsck`): each finding is a sentence,
+    /// none when all is well. A backend without checks of its own finds nothing.
+    async fn check(&self) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
 }
 
 /// The backends `--store` can name: `memory`, `sqlite` (the default path) or

@@ -4,6 +4,7 @@
 mod harness;
 
 mod bounds;
+mod cli;
 mod config;
 mod dict;
 mod durable;
@@ -11,6 +12,7 @@ mod export;
 mod lifecycle;
 mod messages;
 mod properties;
+mod replay;
 mod runtime;
 mod sessions;
 mod watch;
