@@ -207,6 +207,18 @@ fn parse() -> Cli {
 
 /// Runs a subcommand that reads or changes the store.
 fn with_store(global: &Global, command: Command) -> Result<u8, Fail> {
+    // Only an import may start a database; the others would make an empty one at a
+    // mistyped path and report on it.
+    if !matches!(command, Command::Import(_)) {
+        let path = match &global.store {
+            StoreSpec::Sqlite(Some(path)) => Some(path.clone()),
+            StoreSpec::Sqlite(None) => convo::store::default_sqlite_path(),
+            _ => None,
+        };
+        if let Some(path) = path.filter(|p| !p.exists()) {
+            return Err(Fail::failed(format!("cannot open the store: there is no database at {}", path.display())));
+        }
+    }
     let runtime = runtime().map_err(|e| Fail::failed(format!("cannot start the runtime: {e}")))?;
     let store = runtime
         .block_on(global.store.open(global.settings()))

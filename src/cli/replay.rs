@@ -123,15 +123,17 @@ fn keyed<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<(String, String)> {
         };
         for element in elements {
             let name = match (element.get("method").and_then(Value::as_str), element.get("id")) {
-                (Some(method), _) => format!("{method} notification"),
+                // convo's own request to the client (`runtime/run`, id `convo:N`).
+                (Some(method), Some(id)) => format!("{method} request {id}"),
+                (Some(method), None) => format!("{method} notification"),
                 (None, Some(id)) => format!("request id {id}"),
                 (None, None) => "reply without an id".to_owned(),
             };
             let count = seen.entry(name.clone()).and_modify(|c| *c += 1).or_insert(1);
-            let name = match (*count, element.get("method")) {
-                (_, Some(_)) => format!("{name} {count}"),
-                (1, None) => name,
-                (_, None) => format!("{name} ({count})"),
+            let name = match (*count, element.get("method"), element.get("id")) {
+                (_, Some(_), None) => format!("{name} {count}"),
+                (1, ..) => name,
+                _ => format!("{name} ({count})"),
             };
             out.push((name, element.to_string()));
         }

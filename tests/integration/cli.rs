@@ -374,6 +374,12 @@ fn a_store_that_cannot_be_opened_exits_3() {
     let out = convo(&["--store", &store, "ls"]);
     assert_eq!(code(&out), 3);
     assert!(text(&out.stderr).starts_with("convo: cannot open the store: "), "{}", text(&out.stderr));
+    // A mistyped path is not made into an empty database.
+    let missing = dir.path().join("typo.db");
+    let out = convo(&["--store", &format!("sqlite:{}", missing.display()), "fsck"]);
+    assert_eq!(code(&out), 3);
+    assert!(text(&out.stderr).contains("there is no database at"), "{}", text(&out.stderr));
+    assert!(!missing.exists());
 }
 
 #[test]
