@@ -17,7 +17,6 @@ mod sessions;
 mod show;
 mod transfer;
 
-use std::io::IsTerminal as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -291,11 +290,9 @@ fn init_logging(level: Option<&str>) -> Result<(), String> {
         Some(level) => EnvFilter::try_new(level).map_err(|e| format!("invalid --log-level {}: {e}", quote(level)))?,
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+    // Plain log lines: tracing-subscriber is built without its `ansi` feature, and asking
+    // it for colour on a terminal made it print a complaint on every start.
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).init();
     Ok(())
 }
 
