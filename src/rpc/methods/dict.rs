@@ -4,12 +4,11 @@
 use std::sync::Arc;
 
 use serde::Deserialize;
-use serde_json::{Map, Value};
 
 use crate::error::Result;
 use crate::ops::{Call, DictData, Imported, SessionDict};
 use crate::rpc::methods::{Ctx, SessionParams};
-use crate::session::{Fields, MessageInput, SessionId, empty_table};
+use crate::session::empty_table;
 
 pub async fn to_dict(ctx: Arc<Ctx>, p: SessionParams, _: Arc<Call>) -> Result<SessionDict> {
     ctx.ops.to_dict(p.session_id.as_str()).await
@@ -18,7 +17,7 @@ pub async fn to_dict(ctx: Arc<Ctx>, p: SessionParams, _: Arc<Call>) -> Result<Se
 #[derive(Deserialize)]
 pub struct FromDictParams {
     #[serde(deserialize_with = "empty_table::object")]
-    data: DictInput,
+    data: DictData,
     #[serde(default)]
     replace: bool,
     #[serde(default)]
@@ -27,32 +26,6 @@ pub struct FromDictParams {
     expected_revision: Option<u64>,
 }
 
-/// `to_dict`'s output, the generic agent library's `to_dict` (`system` may be spelled
-/// `system_prompt`), and anything in between; unknown members are ignored.
-#[derive(Deserialize)]
-struct DictInput {
-    #[serde(default)]
-    session_id: Option<SessionId>,
-    #[serde(default)]
-    system: Option<String>,
-    #[serde(default)]
-    system_prompt: Option<String>,
-    #[serde(default)]
-    cwd: Option<String>,
-    #[serde(default)]
-    title: Option<String>,
-    #[serde(default, deserialize_with = "empty_table::optional_object")]
-    metadata: Option<Map<String, Value>>,
-    #[serde(default, deserialize_with = "empty_table::optional_objects")]
-    messages: Option<Vec<MessageInput>>,
-}
-
 pub async fn from_dict(ctx: Arc<Ctx>, p: FromDictParams, _: Arc<Call>) -> Result<Imported> {
-    let d = p.data;
-    let data = DictData {
-        session_id: d.session_id.map(SessionId::into_string),
-        fields: Fields { system: d.system.or(d.system_prompt), cwd: d.cwd, title: d.title, metadata: d.metadata },
-        messages: d.messages.unwrap_or_default(),
-    };
-    ctx.ops.from_dict(data, p.replace, p.repair, p.expected_revision).await
+    ctx.ops.from_dict(p.data, p.replace, p.repair, p.expected_revision).await
 }
