@@ -2,7 +2,6 @@
 state; python-lsp-jsonrpc speaks JSON-RPC over stdio in LSP framing. The methods and
 params are convo's, so one load generator measures both."""
 
-import dataclasses
 import os
 import sys
 
@@ -14,7 +13,11 @@ sessions: dict[str, Session] = {}
 
 
 def messages(session):
-    return [dataclasses.asdict(m) for m in session.history()]
+    # The fastest way a Python author would write it: each message's own attribute dict
+    # (a plain dataclass keeps its fields there), handed to the JSON encoder as is.
+    # `dataclasses.asdict` would deep-copy every message first, which made this baseline
+    # about twice as slow as it need be.
+    return [m.__dict__ for m in session.history()]
 
 
 def create(p):
