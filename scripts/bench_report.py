@@ -155,7 +155,24 @@ def main(path):
     if rss is not None:
         check("memory store RSS at most 2× the payload it holds (10,000 × 1 KB)", rss <= 2, f"{rss:.2f}×")
     out.append("")
+    out.extend(kept_sections())
     print("\n".join(out))
+
+
+def kept_sections(path="BENCHMARKS.md"):
+    """The hand-written sections of the file being replaced (each `## ` section that this
+    script does not write), kept as they are."""
+    try:
+        text = open(path).read()
+    except OSError:
+        return []
+    kept, keep = [], False
+    for line in text.splitlines():
+        if line.startswith("## "):
+            keep = line not in ("## Ratios", "## Targets")
+        if keep:
+            kept.append(line)
+    return kept
 
 
 if __name__ == "__main__":
