@@ -21,8 +21,8 @@ use crate::rpc::budget::Budget;
 use crate::rpc::envelope::{Element, Frame, classify};
 use crate::rpc::error::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, plain, too_large};
 use crate::rpc::framing::Incoming;
-use crate::rpc::methods::{Registry, Runs, Spec};
-use crate::rpc::order::{self, Sequencer, Turn};
+use crate::rpc::methods::{Order, Registry, Runs, Spec};
+use crate::rpc::order::{self, Sequencer, Stage, Turn};
 use crate::rpc::outgoing::{error_reply, with_id};
 use crate::rpc::peer::Peer;
 use crate::rpc::stdio::Input;
@@ -233,8 +233,14 @@ impl Connection {
             self.shutting_down = true;
         }
         // One key no session id can be: every request after the one before.
-        let keys = if self.one_at_a_time { vec![String::new()] } else { order::keys(spec.order, params) };
-        let turn = self.sequencer.enter(keys);
+        let (keys, stage) = match (self.one_at_a_time, spec.order) {
+            (true, _) => (vec![String::new()], Stage::Done),
+            (false, Order::Append) => (order::keys(spec.order, params), Stage::Queued),
+            (false, order) => (order::keys(order, params), Stage::Done),
+        };
+        let turn = self.sequencer.enter(keys, stage);
+        // An append lets the next append on its session start once its write is queued.
+        let queued = (stage == Stage::Queued).then(|| turn.on_queued());
         let cancel = CancellationToken::new();
         if let Some(id) = &id {
             lock(&self.cancels).insert(id.clone(), cancel.clone());
@@ -244,6 +250,7 @@ impl Connection {
             runs: spec.runs,
             params: Params::new(params.map(RawValue::get)).into_owned(),
             turn,
+            queued,
             cancel,
             budget: self.budget.clone(),
             cpu: self.cpu.clone(),
@@ -302,6 +309,8 @@ struct Run {
     runs: Runs,
     params: Params<'static>,
     turn: Turn,
+    /// For an append: what tells the next one that its write is queued.
+    queued: Option<Box<dyn FnOnce() + Send>>,
     cancel: CancellationToken,
     budget: Budget,
     cpu: Pool,
@@ -310,7 +319,7 @@ struct Run {
 
 impl Run {
     async fn run(self) -> Result<MethodResponse, Stop> {
-        let Run { callback, runs, params, mut turn, cancel, budget, cpu, max } = self;
+        let Run { callback, runs, params, mut turn, queued: on_queued, cancel, budget, cpu, max } = self;
         // Waiting in line may always be cancelled.
         let queued = async {
             turn.ready().await;
@@ -333,12 +342,12 @@ impl Run {
         extensions.insert(Arc::new(Call::new(cancel.clone(), release)));
         let work = match runs {
             Runs::Inline | Runs::Host => {
-                let work = AssertUnwindSafe(invoke(callback, params, max, extensions)).catch_unwind();
+                let work = AssertUnwindSafe(invoke(callback, params, max, extensions, on_queued)).catch_unwind();
                 async move { work.await.map_err(|_| Stop::Panicked) }.boxed()
             }
             Runs::Pool | Runs::PoolWrites => {
                 let runtime = tokio::runtime::Handle::current();
-                let job = move || runtime.block_on(invoke(callback, params, max, extensions));
+                let job = move || runtime.block_on(invoke(callback, params, max, extensions, on_queued));
                 async move { cpu.run(job).await.map_err(|_| Stop::Panicked) }.boxed()
             }
         };
@@ -349,25 +358,38 @@ impl Run {
             },
             _ => work.await,
         };
-        drop((running, lock(&turn).take()));
+        let turn = lock(&turn).take();
+        if let Some(mut turn) = turn {
+            turn.finish_in_order().await;
+        }
+        drop(running);
         outcome
     }
 }
 
 /// Runs a method; a result that would make a reply over `max` bytes becomes an error
-/// (the registry stops serializing at the limit).
+/// (the registry stops serializing at the limit). `on_queued`, for an append, is called
+/// once the store has queued its write (`store::queued`).
 async fn invoke(
     callback: MethodCallback,
     params: Params<'static>,
     max: usize,
     extensions: Extensions,
+    on_queued: Option<Box<dyn FnOnce() + Send>>,
 ) -> MethodResponse {
-    match callback {
-        MethodCallback::Sync(f) => f(Id::Null, params, max, extensions),
-        MethodCallback::Async(f) => f(Id::Null, params, ConnectionId(0), max, extensions).await,
-        MethodCallback::Subscription(_) | MethodCallback::Unsubscription(_) => {
-            MethodResponse::error(Id::Null, plain(METHOD_NOT_FOUND, "method not found: subscriptions are not offered"))
+    let work = async move {
+        match callback {
+            MethodCallback::Sync(f) => f(Id::Null, params, max, extensions),
+            MethodCallback::Async(f) => f(Id::Null, params, ConnectionId(0), max, extensions).await,
+            MethodCallback::Subscription(_) | MethodCallback::Unsubscription(_) => MethodResponse::error(
+                Id::Null,
+                plain(METHOD_NOT_FOUND, "method not found: subscriptions are not offered"),
+            ),
         }
+    };
+    match on_queued {
+        Some(hook) => crate::store::queued::scope(hook, work).await,
+        None => work.await,
     }
 }
 
@@ -375,7 +397,6 @@ async fn invoke(
 mod tests {
     use super::*;
     use crate::rpc::framing::{Decoder, FramingCell};
-    use crate::rpc::methods::Order;
     use crate::rpc::stdio::Source;
 
     #[tokio::test]

@@ -3,6 +3,13 @@
 //! requests on other sessions. A request that names no session (`session/list`,
 //! `shutdown`, a create without an id) runs after every request received before it, so
 //! that it sees their effects. Places are taken in the order requests were received.
+//!
+//! An append (`Order::Append`) waits less: only until the request before it on its
+//! session has *queued* its write (`store::queued`), when the store applies writes in
+//! the order they were queued. Appends pipelined on one session thus share a commit.
+//! Every other request still waits until each of those appends has finished (committed
+//! and answered, or refused): a key remembers the appends taken since the last other
+//! request on it. A request that never queues a write counts as queued once finished.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,26 +21,46 @@ use tokio::sync::Notify;
 
 use crate::rpc::methods::Order;
 
-/// Opens once, when the request holding it finishes; any number may wait for that.
+/// How far the request before must have gone for a request to start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Its write is in the store's queue (or it has finished).
+    Queued,
+    /// It has finished.
+    Done,
+}
+
+/// Opens in two stages, queued then done; any number may wait for either.
 #[derive(Debug, Default)]
 struct Gate {
-    open: AtomicBool,
+    queued: AtomicBool,
+    done: AtomicBool,
     opened: Notify,
 }
 
 impl Gate {
-    async fn wait(&self) {
+    fn is_open(&self, stage: Stage) -> bool {
+        match stage {
+            Stage::Queued => self.queued.load(Ordering::Acquire),
+            Stage::Done => self.done.load(Ordering::Acquire),
+        }
+    }
+
+    async fn wait(&self, stage: Stage) {
         loop {
             let opened = self.opened.notified();
-            if self.open.load(Ordering::Acquire) {
+            if self.is_open(stage) {
                 return;
             }
             opened.await;
         }
     }
 
-    fn open(&self) {
-        self.open.store(true, Ordering::Release);
+    fn open(&self, stage: Stage) {
+        if stage == Stage::Done {
+            self.done.store(true, Ordering::Release);
+        }
+        self.queued.store(true, Ordering::Release);
         self.opened.notify_waiters();
     }
 }
@@ -45,11 +72,20 @@ pub struct Sequencer {
 
 #[derive(Default, Debug)]
 struct State {
-    /// For each key, the gate of the request that took it last.
-    last: HashMap<String, Arc<Gate>>,
+    /// For each key, the requests on it that later ones wait for.
+    lines: HashMap<String, Line>,
     /// Every request not yet finished, by its number.
     running: HashMap<u64, Arc<Gate>>,
     next: u64,
+}
+
+/// What a key's next request waits for.
+#[derive(Debug)]
+struct Line {
+    /// The request that took the key last.
+    last: Arc<Gate>,
+    /// The appends taken since the last other request, which may not have finished.
+    appends: Vec<Arc<Gate>>,
 }
 
 /// A request's place in the order of each of its keys.
@@ -57,41 +93,78 @@ pub struct Turn {
     sequencer: Arc<Sequencer>,
     number: u64,
     keys: Vec<String>,
-    before: Vec<Arc<Gate>>,
+    before: Vec<(Arc<Gate>, Stage)>,
+    /// For an append: the request before it on its session, which must finish first, so
+    /// that replies on a session keep their order.
+    previous: Option<Arc<Gate>>,
     mine: Arc<Gate>,
 }
 
 impl Sequencer {
-    /// Takes the next place for `keys`; must be called in the order requests arrive.
-    pub fn enter(self: &Arc<Self>, mut keys: Vec<String>) -> Turn {
+    /// Takes the next place for `keys`, waiting for the requests before it on them to
+    /// reach `stage` (`Queued` only for appends); must be called in the order requests
+    /// arrive.
+    pub fn enter(self: &Arc<Self>, mut keys: Vec<String>, stage: Stage) -> Turn {
         keys.sort_unstable();
         keys.dedup();
         let mine = Arc::new(Gate::default());
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let before = if keys.is_empty() {
-            state.running.values().cloned().collect()
-        } else {
-            keys.iter().filter_map(|k| state.last.insert(k.clone(), mine.clone())).collect()
-        };
+        let (mut before, mut previous) = (Vec::new(), None);
+        if keys.is_empty() {
+            before.extend(state.running.values().map(|gate| (gate.clone(), Stage::Done)));
+        }
+        for key in &keys {
+            let Some(line) = state.lines.get_mut(key) else {
+                let appends = if stage == Stage::Queued { vec![mine.clone()] } else { Vec::new() };
+                state.lines.insert(key.clone(), Line { last: mine.clone(), appends });
+                continue;
+            };
+            let last = std::mem::replace(&mut line.last, mine.clone());
+            match stage {
+                Stage::Queued => {
+                    line.appends.push(mine.clone());
+                    previous = Some(last.clone());
+                }
+                Stage::Done => before.extend(line.appends.drain(..).map(|gate| (gate, Stage::Done))),
+            }
+            before.push((last, stage));
+        }
         let number = state.next;
         state.next += 1;
         state.running.insert(number, mine.clone());
-        Turn { sequencer: self.clone(), number, keys, before, mine }
+        Turn { sequencer: self.clone(), number, keys, before, previous, mine }
     }
 
     #[cfg(test)]
     fn len(&self) -> usize {
         let state = self.state.lock().unwrap();
-        state.last.len() + state.running.len()
+        state.lines.len() + state.running.len()
     }
 }
 
 impl Turn {
-    /// Waits until every earlier request with one of these keys has finished.
+    /// Waits until every earlier request with one of these keys has gone far enough.
     pub async fn ready(&mut self) {
-        for earlier in self.before.drain(..) {
-            earlier.wait().await;
+        // One at a time, so that a wait given up (cancelled) loses none of them.
+        while let Some((earlier, stage)) = self.before.last() {
+            earlier.wait(*stage).await;
+            self.before.pop();
         }
+    }
+
+    /// Waits until the request before this append on its session has finished; call it
+    /// before finishing, so that replies on one session leave in the order received.
+    pub async fn finish_in_order(&mut self) {
+        if let Some(previous) = &self.previous {
+            previous.wait(Stage::Done).await;
+            self.previous = None;
+        }
+    }
+
+    /// What tells the requests after this one that its write is queued.
+    pub fn on_queued(&self) -> Box<dyn FnOnce() + Send> {
+        let mine = self.mine.clone();
+        Box::new(move || mine.open(Stage::Queued))
     }
 }
 
@@ -99,13 +172,16 @@ impl Drop for Turn {
     fn drop(&mut self) {
         let mut state = self.sequencer.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.running.remove(&self.number);
+        self.mine.done.store(true, Ordering::Release);
         for key in &self.keys {
-            if state.last.get(key).is_some_and(|gate| Arc::ptr_eq(gate, &self.mine)) {
-                state.last.remove(key);
+            let Some(line) = state.lines.get_mut(key) else { continue };
+            line.appends.retain(|gate| !Arc::ptr_eq(gate, &self.mine));
+            if line.appends.is_empty() && line.last.is_open(Stage::Done) {
+                state.lines.remove(key);
             }
         }
         drop(state);
-        self.mine.open();
+        self.mine.open(Stage::Done);
     }
 }
 
@@ -137,7 +213,7 @@ pub fn keys(order: Order, params: Option<&RawValue>) -> Vec<String> {
     };
     match order {
         Order::Barrier => Vec::new(),
-        Order::Session => string(k.session_id).into_iter().collect(),
+        Order::Session | Order::Append => string(k.session_id).into_iter().collect(),
         Order::Fork => [string(k.session_id), string(k.new_session_id)].into_iter().flatten().collect(),
         Order::Import => k.data.and_then(object::<Data>).and_then(|d| string(d.session_id)).into_iter().collect(),
     }
@@ -169,15 +245,15 @@ mod tests {
     #[tokio::test]
     async fn same_key_runs_in_order_other_keys_do_not_wait() {
         let seq = Arc::new(Sequencer::default());
-        let first = seq.enter(vec!["a".into()]);
-        let mut second = seq.enter(vec!["a".into(), "a".into()]);
-        let mut other = seq.enter(vec!["b".into()]);
+        let first = seq.enter(vec!["a".into()], Stage::Done);
+        let mut second = seq.enter(vec!["a".into(), "a".into()], Stage::Done);
+        let mut other = seq.enter(vec!["b".into()], Stage::Done);
         tokio::time::timeout(Duration::from_secs(5), other.ready()).await.unwrap();
         assert!(tokio::time::timeout(Duration::from_millis(50), second.ready()).await.is_err());
         // A request without keys waits for everything received before it, and nothing
         // received after it waits for it.
-        let mut barrier = seq.enter(vec![]);
-        let mut after = seq.enter(vec!["c".into()]);
+        let mut barrier = seq.enter(vec![], Stage::Done);
+        let mut after = seq.enter(vec!["c".into()], Stage::Queued);
         tokio::time::timeout(Duration::from_secs(5), after.ready()).await.unwrap();
         drop(first);
         tokio::time::timeout(Duration::from_secs(5), second.ready()).await.unwrap();
@@ -186,6 +262,31 @@ mod tests {
         drop(other);
         tokio::time::timeout(Duration::from_secs(5), barrier.ready()).await.unwrap();
         drop((barrier, after));
+        assert_eq!(seq.len(), 0, "finished requests leave nothing behind");
+    }
+
+    #[tokio::test]
+    async fn an_append_waits_for_the_write_before_it_to_be_queued_other_requests_for_it_to_finish() {
+        let (short, long) = (Duration::from_millis(50), Duration::from_secs(5));
+        let seq = Arc::new(Sequencer::default());
+        let a = || vec!["a".to_string()];
+        let first = seq.enter(a(), Stage::Queued);
+        let mut second = seq.enter(a(), Stage::Queued);
+        let mut read = seq.enter(a(), Stage::Done);
+        let mut third = seq.enter(a(), Stage::Queued);
+        assert!(tokio::time::timeout(short, second.ready()).await.is_err(), "the first write is not queued yet");
+        first.on_queued()();
+        tokio::time::timeout(long, second.ready()).await.unwrap();
+        second.on_queued()();
+        assert!(tokio::time::timeout(short, second.finish_in_order()).await.is_err(), "replies keep their order");
+        drop(second);
+        assert!(tokio::time::timeout(short, read.ready()).await.is_err(), "the first write has not finished");
+        drop(first);
+        tokio::time::timeout(long, read.ready()).await.unwrap();
+        assert!(tokio::time::timeout(short, third.ready()).await.is_err(), "an append after a read waits for it");
+        drop(read);
+        tokio::time::timeout(long, third.ready()).await.unwrap();
+        drop(third);
         assert_eq!(seq.len(), 0, "finished requests leave nothing behind");
     }
 }

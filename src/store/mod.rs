@@ -5,6 +5,7 @@
 pub mod feed;
 mod memory;
 mod postgres;
+pub mod queued;
 mod row;
 mod sqlite;
 

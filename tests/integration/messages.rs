@@ -356,7 +356,51 @@ fn expected_revision_on_appends(s: &mut Server) {
     assert_eq!(stored(s, "e").len(), 1);
 }
 
+/// Issue 15: appends pipelined on one session may share a commit (each queues its write
+/// once the one before it has queued its own), yet each sees the effects of those before
+/// it, a refused one leaves nothing, and any other request sees every append before it.
+fn pipelined_appends_on_one_session_keep_their_order(s: &mut Server) {
+    session(s, "p");
+    let user =
+        |s: &mut Server, text: String| s.send_request("session/add_user", json!({"session_id": "p", "text": text}));
+    let first: Vec<u64> = (0..40).map(|i| user(s, format!("u{i}"))).collect();
+    let stale = s.send_request("session/add_user", json!({"session_id": "p", "text": "no", "expected_revision": 3}));
+    let orphan =
+        s.send_request("session/add_tool_result", json!({"session_id": "p", "tool_call_id": "x", "content": "?"}));
+    let asked = s.send_request("session/add_assistant", json!({"session_id": "p", "tool_calls": calls(&["a"])}));
+    let answered =
+        s.send_request("session/add_tool_result", json!({"session_id": "p", "tool_call_id": "a", "content": "1"}));
+    let many = s.send_request(
+        "session/add_messages",
+        json!({"session_id": "p", "messages": [{"role": "user", "content": "m1"}, {"role": "user", "content": "m2"}]}),
+    );
+    let middle = s.send_request("session/history", json!({"session_id": "p", "repair": false}));
+    let second: Vec<u64> = (40..60).map(|i| user(s, format!("u{i}"))).collect();
+    let fresh = s.send_request("session/add_user", json!({"session_id": "p", "text": "yes", "expected_revision": 63}));
+    let end = s.send_request("session/history", json!({"session_id": "p", "repair": false}));
+
+    for (i, id) in first.iter().enumerate() {
+        assert_eq!(s.result_of(*id, "session/add_user")["index"], i);
+    }
+    assert_eq!(s.error_of(stale, "session/add_user", 1003)["data"]["current_revision"], 40);
+    assert_eq!(s.error_of(orphan, "session/add_tool_result", 1004)["data"]["reason"], "no_pending_tool_calls");
+    assert_eq!(s.result_of(asked, "session/add_assistant")["index"], 40);
+    assert_eq!(s.result_of(answered, "session/add_tool_result")["index"], 41);
+    assert_eq!(s.result_of(many, "session/add_messages")["revision"], 43);
+    let page = s.result_of(middle, "session/history");
+    assert_eq!((page["messages"].as_array().unwrap().len(), &page["revision"]), (44, &json!(43)));
+    assert_eq!(page["messages"][39]["content"], "u39");
+    for (i, id) in second.iter().enumerate() {
+        assert_eq!(s.result_of(*id, "session/add_user")["index"], 44 + i);
+    }
+    assert_eq!(s.result_of(fresh, "session/add_user")["revision"], 64);
+    let page = s.result_of(end, "session/history");
+    assert_eq!(page["messages"].as_array().unwrap().len(), 65);
+    assert_eq!(page["messages"][63]["content"], "u59");
+}
+
 crate::every_store!(
+    pipelined_appends_on_one_session_keep_their_order,
     add_family,
     parallel_calls_answered_out_of_order,
     results_that_are_not_accepted,

@@ -87,6 +87,9 @@ pub enum Order {
     Barrier,
     /// `session_id` (absent, as in a create without one: a barrier).
     Session,
+    /// As `Session`, for a request whose one effect is an append: it may start once the
+    /// request before it on its session has queued its write (`rpc::order`).
+    Append,
     /// `session_id` and `new_session_id`.
     Fork,
     /// `data.session_id`.
@@ -107,7 +110,7 @@ pub struct Registry {
 }
 
 pub fn module(ctx: Ctx) -> Registry {
-    use Order::{Barrier, Fork, Import, Session};
+    use Order::{Append, Barrier, Fork, Import, Session};
     use Runs::{Host, Inline, Pool, PoolWrites};
     let ctx = Arc::new(ctx);
     let mut t = Table { module: RpcModule::from_arc(ctx.clone()), specs: HashMap::new() };
@@ -120,11 +123,11 @@ pub fn module(ctx: Ctx) -> Registry {
     t.add("session/delete", Session, Inline, sessions::delete);
     t.add("session/fork", Fork, Inline, sessions::fork);
     t.add("session/clear", Session, Inline, sessions::clear);
-    t.add("session/add_user", Session, Inline, messages::add_user);
-    t.add("session/add_assistant", Session, Inline, messages::add_assistant);
-    t.add("session/add_tool_result", Session, Inline, messages::add_tool_result);
-    t.add("session/add_message", Session, Inline, messages::add_message);
-    t.add("session/add_messages", Session, PoolWrites, messages::add_messages);
+    t.add("session/add_user", Append, Inline, messages::add_user);
+    t.add("session/add_assistant", Append, Inline, messages::add_assistant);
+    t.add("session/add_tool_result", Append, Inline, messages::add_tool_result);
+    t.add("session/add_message", Append, Inline, messages::add_message);
+    t.add("session/add_messages", Append, PoolWrites, messages::add_messages);
     t.add("session/history", Session, Pool, messages::history);
     t.add("session/trim", Session, PoolWrites, messages::trim);
     t.add("session/to_dict", Session, Pool, dict::to_dict);

@@ -2,6 +2,12 @@
 //! together in the next one (group commit), each inside its own savepoint so that a
 //! refused job leaves nothing behind. A job's reply is sent only after its transaction
 //! committed; if the commit fails, every job in it fails with 1006.
+//!
+//! Jobs run in the order they were queued, each seeing the effects of those before it
+//! (or their absence, when one was refused or its transaction failed). That is what lets
+//! an append signal `store::queued` once its job is queued: the next append on its
+//! session may then queue its own, and both commit in one transaction, while each reply
+//! still waits for its commit.
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -48,6 +54,7 @@ impl Writer {
         let (reply, answer) = oneshot::channel();
         let run = Box::new(move |conn: &Connection| work(conn).map(|t| Box::new(t) as Output));
         self.tx.send(Job { run, reply }).map_err(|_| stopped())?;
+        crate::store::queued::signal();
         let output = answer.await.map_err(|_| stopped())??;
         output.downcast::<T>().map(|t| *t).map_err(|_| Error::Internal("a store job returned the wrong type".into()))
     }
@@ -70,6 +77,12 @@ fn run(conn: Connection, mut rx: mpsc::UnboundedReceiver<Job>) {
     }
 }
 
+/// Runs one statement through the connection's statement cache: a savepoint per job is
+/// then not parsed again for each.
+fn cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(drop)
+}
+
 fn commit_group(conn: &Connection, group: Vec<Job>) {
     if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
         tracing::warn!(error = %e, "cannot start a write transaction");
@@ -86,13 +99,16 @@ fn commit_group(conn: &Connection, group: Vec<Job>) {
             done.push((job.reply, Err(stopped())));
             continue;
         }
-        let outcome = match conn.execute_batch("SAVEPOINT job") {
+        let outcome = match cached(conn, "SAVEPOINT job") {
             Ok(()) => catch_unwind(AssertUnwindSafe(|| (job.run)(conn)))
                 .unwrap_or_else(|_| Err(Error::Internal("a store operation panicked".into()))),
             Err(e) => Err(Error::StorageUnavailable(e.to_string())),
         };
-        let close = if outcome.is_ok() { "RELEASE job" } else { "ROLLBACK TO job; RELEASE job" };
-        if let Err(e) = conn.execute_batch(close) {
+        let closed = match outcome {
+            Ok(_) => cached(conn, "RELEASE job"),
+            Err(_) => conn.execute_batch("ROLLBACK TO job; RELEASE job"),
+        };
+        if let Err(e) = closed {
             broken = Some(e.to_string());
         }
         done.push((job.reply, outcome));
