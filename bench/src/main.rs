@@ -3,7 +3,7 @@
 //! the same methods: `session/create`, `add_user`, `history`, `fork`, `trim`.
 //!
 //! ```text
-//! convo-bench [--quick] [--million] [--round-trips-only] [--label NAME] [--json FILE] -- COMMAND [ARGS...]
+//! convo-bench [--quick] [--million] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]
 //! ```
 //!
 //! `--round-trips-only` is for the echo floor, which keeps no state; `--million` and
@@ -20,6 +20,7 @@ use std::time::Duration;
 use client::Client;
 use serde_json::{Value, json};
 
+#[derive(Clone, Copy)]
 struct Sizes {
     sequential: usize,
     pipelined: usize,
@@ -39,14 +40,20 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(split) = args.iter().position(|a| a == "--") else {
         eprintln!(
-            "usage: convo-bench [--quick] [--million] [--provider] [--round-trips-only] [--label NAME] [--json FILE] -- COMMAND [ARGS...]"
+            "usage: convo-bench [--quick] [--million] [--provider] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]"
         );
         std::process::exit(2);
     };
     let (flags, cmd) = (&args[..split], &args[split + 1..]);
     let flag = |name: &str| flags.iter().any(|f| f == name);
     let value = |name: &str| flags.iter().position(|f| f == name).and_then(|i| flags.get(i + 1)).cloned();
-    let sizes = if flag("--quick") { &QUICK } else { &FULL };
+    let mut sizes = if flag("--quick") { QUICK } else { FULL };
+    // A slow server (PostgreSQL, a few hundred commits a second) gets fewer pipelined
+    // requests, so that a run ends in minutes; the rate is per second all the same.
+    if let Some(n) = value("--pipelined").and_then(|n| n.parse().ok()) {
+        sizes.pipelined = n;
+    }
+    let sizes = &sizes;
     let label = value("--label").unwrap_or_else(|| cmd.join(" "));
     let mut report = Report { label, figures: serde_json::Map::new() };
 
