@@ -211,6 +211,14 @@ func TestEveryMethod(t *testing.T) {
 		t.Fatalf("clear: %+v", cl)
 	}
 
+	// rewind, keeping the dropped turn as an archive
+	one := must[*convo.Added](t)(c.AddUser(ctx, convo.AddUserParams{SessionID: "demo-alt", Text: "one"}))
+	must[*convo.Added](t)(c.AddUser(ctx, convo.AddUserParams{SessionID: "demo-alt", Text: "two"}))
+	rw := must[*convo.Rewound](t)(c.Rewind(ctx, convo.RewindParams{SessionID: "demo-alt", ToMessageID: one.MessageID, Archive: true}))
+	if rw.Removed != 1 || rw.Revision != 4 || rw.ArchivedSessionID == nil {
+		t.Fatalf("rewind: %+v", rw)
+	}
+
 	// to_dict, and back with from_dict under a new id
 	d := must[*convo.Dict](t)(c.ToDict(ctx, convo.ToDictParams{SessionID: "demo"}))
 	if d.SessionID != "demo" || len(d.Messages) != len(h.Messages) {
@@ -247,6 +255,16 @@ func TestEveryMethod(t *testing.T) {
 	}
 	if err := c.Unsubscribe(ctx, convo.UnsubscribeParams{SubscriptionID: sub.SubscriptionID}); err != nil {
 		t.Fatal(err)
+	}
+
+	// retention
+	must[*convo.SessionInfo](t)(c.CreateSession(ctx, convo.CreateSessionParams{SessionID: "gone"}))
+	if old := must[*convo.SessionPage](t)(c.ListSessions(ctx, convo.ListSessionsParams{UpdatedBefore: "2000-01-01T00:00:00Z"})); len(old.Sessions) != 0 {
+		t.Fatalf("list updated_before: %+v", old)
+	}
+	gone := must[*convo.DeletedMany](t)(c.DeleteSessions(ctx, convo.DeleteSessionsParams{SessionIDs: []string{"gone", "ghost"}}))
+	if gone.Deleted != 1 {
+		t.Fatalf("delete_many: %+v", gone)
 	}
 	if _, ok := <-sub.C; ok || sub.Err() != nil {
 		t.Fatalf("after Unsubscribe, C is open or Err is %v", sub.Err())

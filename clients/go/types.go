@@ -287,6 +287,8 @@ type ListSessionsParams struct {
 	Limit int `json:"limit,omitempty"`
 	// Cursor is the previous page's NextCursor.
 	Cursor string `json:"cursor,omitempty"`
+	// UpdatedBefore (RFC 3339) keeps only sessions last updated strictly before it.
+	UpdatedBefore string `json:"updated_before,omitempty"`
 }
 
 // SessionPage is a page of sessions, newest created first.
@@ -335,6 +337,18 @@ type DeleteSessionParams struct {
 // Deleted is session/delete's result.
 type Deleted struct {
 	Deleted bool `json:"deleted"`
+}
+
+// DeleteSessionsParams are session/delete_many's params: exactly one of SessionIDs
+// (unknown ids are skipped) and UpdatedBefore (RFC 3339, strict).
+type DeleteSessionsParams struct {
+	SessionIDs    []string `json:"session_ids,omitempty"`
+	UpdatedBefore string   `json:"updated_before,omitempty"`
+}
+
+// DeletedMany is session/delete_many's result: how many sessions were deleted.
+type DeletedMany struct {
+	Deleted int64 `json:"deleted"`
 }
 
 // AddUserParams are session/add_user's params.
@@ -444,6 +458,22 @@ type ForkParams struct {
 	NewSessionID string `json:"new_session_id,omitempty"`
 	// AtMessageID copies the history up to and including that message.
 	AtMessageID string `json:"at_message_id,omitempty"`
+}
+
+// RewindParams are session/rewind's params.
+type RewindParams struct {
+	SessionID        string `json:"session_id"`
+	ToMessageID      string `json:"to_message_id"`
+	Archive          bool   `json:"archive,omitempty"`
+	ExpectedRevision *int64 `json:"expected_revision,omitempty"`
+}
+
+// Rewound is session/rewind's result. ArchivedSessionID is nil unless Archive was set
+// and something was dropped.
+type Rewound struct {
+	Removed           int64   `json:"removed"`
+	Revision          int64   `json:"revision"`
+	ArchivedSessionID *string `json:"archived_session_id"`
 }
 
 // ClearParams are session/clear's params.

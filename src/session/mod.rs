@@ -17,5 +17,5 @@ pub use info::{
 pub use message::{
     CANCELLED_CONTENT, Identity, Message, MessageInput, Role, call_id, check_content, new_message_id, role_name,
 };
-pub use rules::{Repaired, Tail, plan_append, plan_import, turns_cut};
-pub use stamp::now;
+pub use rules::{Repaired, Tail, plan_append, plan_import, rewind_keeps, turns_cut};
+pub use stamp::{now, param as stamp_param};

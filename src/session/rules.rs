@@ -156,6 +156,12 @@ pub fn turns_cut(len: usize, newest_first: impl IntoIterator<Item = Role>, max_t
     0
 }
 
+/// How many messages right after a rewind's target stay with it: the tool results that
+/// directly follow it, so that a rewind into a tool-call group keeps the group whole.
+pub fn rewind_keeps(after: impl IntoIterator<Item = Role>) -> usize {
+    after.into_iter().take_while(|role| *role == Role::Tool).count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,10 +13,10 @@ use async_trait::async_trait;
 use crate::error::{Error, Result};
 use crate::session::{
     Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, Tail, check_revision,
-    new_session_id, now, plan_append, turns_cut,
+    new_session_id, now, plan_append, rewind_keeps, turns_cut,
 };
 use crate::store::feed::{Change, ChangeKind, Feed, Watcher};
-use crate::store::{Appended, HistoryPage, Removed, Store};
+use crate::store::{Appended, Doomed, HistoryPage, Removed, Rewound, Store};
 
 #[derive(Default)]
 pub struct MemoryStore {
@@ -59,6 +59,15 @@ impl History {
     fn index_of(&self, id: &str) -> Option<usize> {
         let at = usize::try_from(self.positions.get(id)?.checked_sub(self.first)?).ok()?;
         (self.messages.get(at)?.id.as_deref() == Some(id)).then_some(at)
+    }
+
+    fn keep_oldest(&mut self, n: usize) {
+        for message in self.messages.iter().skip(n) {
+            if let Some(id) = &message.id {
+                self.positions.remove(id);
+            }
+        }
+        self.messages.truncate(n);
     }
 
     fn drop_oldest(&mut self, n: usize) {
@@ -208,10 +217,16 @@ impl Store for MemoryStore {
         self.read(session_id, |e| e.info(session_id))
     }
 
-    async fn list(&self, limit: usize, after: Option<ListKey>) -> Result<Vec<SessionInfo>> {
+    async fn list_updated_before(
+        &self,
+        limit: usize,
+        after: Option<ListKey>,
+        updated_before: Option<String>,
+    ) -> Result<Vec<SessionInfo>> {
         let sessions = self.lock();
         let mut keyed: Vec<(ListKey, &String, &Entry)> = sessions
             .iter()
+            .filter(|(_, e)| updated_before.as_ref().is_none_or(|before| &e.updated_at < before))
             .map(|(id, e)| (ListKey { created_at: e.created_at.clone(), session_id: id.clone() }, id, e))
             .filter(|(key, ..)| after.as_ref().is_none_or(|after| key < after))
             .collect();
@@ -239,6 +254,24 @@ impl Store for MemoryStore {
         let session_id = session_id.to_owned();
         self.feed.publish(Change { session_id, revision, kind: ChangeKind::Deleted, message_count });
         Ok(())
+    }
+
+    async fn delete_many(&self, doomed: Doomed) -> Result<u64> {
+        let mut sessions = self.lock();
+        let ids: Vec<String> = match doomed {
+            Doomed::Ids(ids) => ids,
+            Doomed::UpdatedBefore(before) => {
+                sessions.iter().filter(|(_, e)| e.updated_at < before).map(|(id, _)| id.clone()).collect()
+            }
+        };
+        let mut deleted = 0;
+        for session_id in ids {
+            let Some(entry) = sessions.remove(&session_id) else { continue };
+            let (revision, message_count) = (entry.revision, entry.history.messages.len() as u64);
+            self.feed.publish(Change { session_id, revision, kind: ChangeKind::Deleted, message_count });
+            deleted += 1;
+        }
+        Ok(deleted)
     }
 
     async fn append(
@@ -281,6 +314,43 @@ impl Store for MemoryStore {
             Ok((removed > 0, removed as u64))
         })?;
         Ok(Removed { removed, revision })
+    }
+
+    async fn rewind(
+        &self,
+        session_id: &str,
+        to_message_id: &str,
+        archive: bool,
+        expected_revision: Option<u64>,
+    ) -> Result<Rewound> {
+        let mut sessions = self.lock();
+        let entry = sessions.get(session_id).ok_or_else(|| not_found(session_id))?;
+        check_revision(expected_revision, entry.revision)?;
+        let history = &entry.history;
+        let at = history.index_of(to_message_id).ok_or_else(|| Error::MessageNotFound(to_message_id.to_owned()))?;
+        let keep = at + 1 + rewind_keeps(history.messages.iter().skip(at + 1).map(|m| m.role));
+        let removed = (history.messages.len() - keep) as u64;
+        if removed == 0 {
+            return Ok(Rewound { removed, revision: entry.revision, archived_session_id: None });
+        }
+        let archived = archive.then(|| {
+            let forked_from = ForkPoint {
+                session_id: session_id.to_owned(),
+                message_id: history.messages.last().and_then(|m| m.id.clone()),
+            };
+            Entry::new(entry.fields.clone(), history.clone(), Some(forked_from))
+        });
+        let archived_session_id = archived.map(|archived| {
+            let id = new_session_id();
+            self.publish(&id, &archived, ChangeKind::Created);
+            sessions.insert(id.clone(), archived);
+            id
+        });
+        let entry = sessions.get_mut(session_id).ok_or_else(|| not_found(session_id))?;
+        entry.history.keep_oldest(keep);
+        entry.touch();
+        self.publish(session_id, entry, ChangeKind::Rewound);
+        Ok(Rewound { removed, revision: entry.revision, archived_session_id })
     }
 
     async fn fork(

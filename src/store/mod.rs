@@ -36,6 +36,24 @@ pub struct Removed {
     pub revision: u64,
 }
 
+/// What a rewind did: the messages dropped, the new revision, and the session that keeps
+/// the history as it was (with `archive`, when anything was dropped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rewound {
+    pub removed: u64,
+    pub revision: u64,
+    pub archived_session_id: Option<String>,
+}
+
+/// The sessions `delete_many` deletes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Doomed {
+    /// These, where they exist (unknown ids are skipped).
+    Ids(Vec<String>),
+    /// Every session whose `updated_at` is strictly before this canonical time stamp.
+    UpdatedBefore(String),
+}
+
 /// One page of a session's stored history, with what a repaired view needs.
 #[derive(Debug, Clone)]
 pub struct HistoryPage {
@@ -58,12 +76,27 @@ pub trait Store: Send + Sync + 'static {
 
     /// Up to `limit` sessions in `ListKey` order (newest creation first), starting after
     /// `after`.
-    async fn list(&self, limit: usize, after: Option<ListKey>) -> Result<Vec<SessionInfo>>;
+    async fn list(&self, limit: usize, after: Option<ListKey>) -> Result<Vec<SessionInfo>> {
+        self.list_updated_before(limit, after, None).await
+    }
+
+    /// As `list`, keeping only the sessions whose `updated_at` is strictly before
+    /// `updated_before` (a canonical time stamp) when it is given.
+    async fn list_updated_before(
+        &self,
+        limit: usize,
+        after: Option<ListKey>,
+        updated_before: Option<String>,
+    ) -> Result<Vec<SessionInfo>>;
 
     async fn update(&self, session_id: &str, patch: Patch, expected_revision: Option<u64>) -> Result<SessionInfo>;
 
     /// Deletes a session; its forks keep their history.
     async fn delete(&self, session_id: &str, expected_revision: Option<u64>) -> Result<()>;
+
+    /// Deletes every session `doomed` names, in one atomic step, and says how many went;
+    /// their forks keep their history.
+    async fn delete_many(&self, doomed: Doomed) -> Result<u64>;
 
     /// Appends `messages` (fresh ids, already field-checked) under the rules of
     /// `session::plan_append`, all or nothing.
@@ -79,6 +112,17 @@ pub trait Store: Send + Sync + 'static {
 
     /// Keeps the last `max_turns` turns whole (`session::turns_cut`).
     async fn trim_turns(&self, session_id: &str, max_turns: u64, expected_revision: Option<u64>) -> Result<Removed>;
+
+    /// Drops every message after `to_message_id` and the tool results that directly
+    /// follow it (`session::rewind_keeps`); with `archive`, first keeps the whole history
+    /// as a new session, a fork in O(1). Nothing to drop changes nothing.
+    async fn rewind(
+        &self,
+        session_id: &str,
+        to_message_id: &str,
+        archive: bool,
+        expected_revision: Option<u64>,
+    ) -> Result<Rewound>;
 
     /// Drops every message, keeping the system prompt, cwd, title and metadata.
     async fn clear(&self, session_id: &str, expected_revision: Option<u64>) -> Result<Removed>;

@@ -8,6 +8,7 @@ mod config;
 mod dict;
 mod durable;
 mod export;
+mod history;
 mod lifecycle;
 mod lua;
 mod messages;

@@ -7,6 +7,7 @@
 //! - a fork never changes when its parent changes;
 //! - to_dict -> from_dict is the identity;
 //! - revisions only grow, by one per change; a refused request changes nothing;
+//! - rewind keeps a tool-call group whole, and its archive holds the history as it was;
 //! - both stores answer alike, and hold alike;
 //! - every export, in every format, passes convo's own validator.
 
@@ -33,6 +34,8 @@ enum Op {
     Delete(u8),
     RoundTrip(u8),
     Stale(u8),
+    /// Rewind to the message at an index, with or without an archive.
+    Rewind(u8, u8, bool),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -48,6 +51,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<u8>().prop_map(Op::Delete),
         1 => any::<u8>().prop_map(Op::RoundTrip),
         1 => any::<u8>().prop_map(Op::Stale),
+        2 => (any::<u8>(), any::<u8>(), any::<bool>()).prop_map(|(s, a, k)| Op::Rewind(s, a, k)),
     ]
 }
 
@@ -324,6 +328,11 @@ impl Run {
                 }
                 return;
             }
+            Op::Rewind(s, at, archive) => {
+                let id = self.pick(s);
+                self.rewind(&id, at, archive);
+                return;
+            }
             Op::Stale(s) => {
                 let id = self.pick(s);
                 let rev = self.subjects[0].revision(&id);
@@ -354,6 +363,44 @@ impl Run {
             }
             subject.untouched_forks.remove(&target);
         }
+    }
+
+    /// Rewinds each store to its own id of the message at one index; checks what stays,
+    /// the revision, and the archive (then deletes it: its id differs between stores).
+    fn rewind(&mut self, id: &str, at: u8, archive: bool) {
+        let mut removed = Vec::new();
+        for subject in &mut self.subjects {
+            let (before, revision) = (subject.dict(id), subject.revision(id));
+            let messages = before["messages"].as_array().unwrap().clone();
+            if messages.is_empty() {
+                return;
+            }
+            let index = at as usize % messages.len();
+            let keep = index + 1 + messages[index + 1..].iter().take_while(|m| m["role"] == "tool").count();
+            let params = json!({"session_id": id, "to_message_id": messages[index]["id"], "archive": archive});
+            let done = subject.call("session/rewind", params).unwrap();
+            let after = subject.dict(id);
+            assert_eq!(
+                after["messages"].as_array().unwrap()[..],
+                messages[..keep],
+                "rewind keeps up to the group's end"
+            );
+            assert_eq!(done["removed"], json!(messages.len() - keep));
+            let changed = u64::from(keep < messages.len());
+            assert_eq!(subject.revision(id), revision + changed, "one change, one revision");
+            match done["archived_session_id"].as_str() {
+                Some(archived) => {
+                    assert!(archive && changed == 1, "{done}");
+                    let kept = subject.dict(archived);
+                    assert_eq!(kept["messages"], before["messages"], "the archive holds the history as it was");
+                    subject.call("session/delete", json!({"session_id": archived})).unwrap();
+                }
+                None => assert!(!archive || changed == 0, "{done}"),
+            }
+            subject.untouched_forks.remove(id);
+            removed.push(done["removed"].clone());
+        }
+        assert!(removed.windows(2).all(|w| w[0] == w[1]), "the stores rewound differently: {removed:?}");
     }
 
     fn check(&mut self) {

@@ -238,6 +238,8 @@ export type SessionListParams = {
   limit?: number;
   /** `next_cursor` of the previous page; any other string is -32602. */
   cursor?: string;
+  /** RFC 3339 time stamp: only sessions whose `updated_at` is strictly before it (for retention). Not RFC 3339: -32602. */
+  updated_before?: string;
 };
 
 /** Result of `session/list`: SessionPage. */
@@ -268,6 +270,20 @@ export type SessionDeleteParams = {
 /** Result of `session/delete`: Deleted. */
 export type SessionDeleteResult = {
   deleted: true;
+};
+
+/** Params of `session/delete_many`. */
+export type SessionDeleteManyParams = {
+  /** The sessions to delete. Exactly one of `session_ids` and `updated_before` (else -32602). */
+  session_ids?: SessionId[];
+  /** RFC 3339 time stamp: delete every session whose `updated_at` is strictly before it. */
+  updated_before?: string;
+};
+
+/** Result of `session/delete_many`: DeletedMany. */
+export type SessionDeleteManyResult = {
+  /** How many sessions were deleted. */
+  deleted: number;
 };
 
 /** Params of `session/add_user`. */
@@ -370,6 +386,26 @@ export type SessionClearParams = SessionDeleteParams;
 
 /** Result of `session/clear`: Cleared. */
 export type SessionClearResult = Trimmed;
+
+/** Params of `session/rewind`. */
+export type SessionRewindParams = {
+  session_id: SessionId;
+  /** The message to rewind to; it stays. Not in the session's history: 1007. */
+  to_message_id: string;
+  /** Keep the whole history as it was in a new session first. */
+  archive?: boolean;
+  /** Fail with 1003 and change nothing unless the session's revision is this. */
+  expected_revision?: number;
+};
+
+/** Result of `session/rewind`: Rewound. */
+export type SessionRewindResult = {
+  /** How many messages were dropped. */
+  removed: number;
+  revision: number;
+  /** The session keeping the history as it was (`archive: true` and something dropped), else null. Its `forked_from` names this session and its last message. */
+  archived_session_id: SessionId | null;
+};
 
 /** Params of `session/to_dict`. */
 export type SessionToDictParams = SessionGetParams;
@@ -527,6 +563,8 @@ export interface Methods {
   "session/update": { params: SessionUpdateParams; result: SessionUpdateResult };
   /** Deletes a session. Its forks keep their history. */
   "session/delete": { params: SessionDeleteParams; result: SessionDeleteResult };
+  /** Deletes many sessions in one atomic step (retention): the ones named, or every one last updated before a time. Unknown ids are skipped; forks of a deleted session keep their history. Each deleted session is notified to watchers as `deleted`. */
+  "session/delete_many": { params: SessionDeleteManyParams; result: SessionDeleteManyResult };
   /** Appends a user message. Unanswered calls of the trailing group are cancelled first. */
   "session/add_user": { params: SessionAddUserParams; result: SessionAddUserResult };
   /** Appends an assistant message, possibly with tool calls (which open a tool-call group). */
@@ -545,6 +583,8 @@ export interface Methods {
   "session/fork": { params: SessionForkParams; result: SessionForkResult };
   /** Drops every message; keeps system prompt, cwd, title and metadata. */
   "session/clear": { params: SessionClearParams; result: SessionClearResult };
+  /** Undoes the last turns: drops every message after `to_message_id`. A tool-call group is never split: the tool results that directly follow the message stay (rewinding to an assistant message with `tool_calls`, or to one of its results, keeps the whole group). With `archive: true` the history as it was before the rewind is first kept as a new session (a fork, O(1) whatever the history's length), whose id is returned. Nothing to drop (the message is the last, or only its group's results follow) changes nothing: `removed` 0, the revision unchanged, no archive. Watchers see `rewound` (and `created` for the archive). */
+  "session/rewind": { params: SessionRewindParams; result: SessionRewindResult };
   /** The whole session as one value, which session/from_dict accepts. A session of more than 100,000 messages is 1005 (page it with session/history). */
   "session/to_dict": { params: SessionToDictParams; result: SessionToDictResult };
   /** Imports a session: session/to_dict's output, or the generic agent library's to_dict (`system_prompt` may stand for `system`). A dangling call in the middle gets cancelled results; a result with no open call fails the import with 1004, or is dropped with `repair`. At most 100,000 messages (1005). */
@@ -578,6 +618,7 @@ export const METHOD_NAMES = [
   "session/list",
   "session/update",
   "session/delete",
+  "session/delete_many",
   "session/add_user",
   "session/add_assistant",
   "session/add_tool_result",
@@ -587,6 +628,7 @@ export const METHOD_NAMES = [
   "session/trim",
   "session/fork",
   "session/clear",
+  "session/rewind",
   "session/to_dict",
   "session/from_dict",
   "session/export",

@@ -78,8 +78,16 @@ test("every protocol method, through its client method", async () => {
   const dict = await client.toDict({ session_id });
   const imported = await client.fromDict({ data: { ...dict, session_id: "copy" } });
   assert.deepEqual([imported.session_id, imported.message_count, imported.repaired], ["copy", dict.messages.length, { added: 0, dropped: 0 }]);
-  assert.deepEqual(await client.clear({ session_id: "copy" }), { removed: dict.messages.length, revision: 1 });
+  const first = /** @type {string} */ (dict.messages[0]?.id);
+  await client.addAssistant({ session_id: "copy", text: "extra" });
+  const rewound = await client.rewind({ session_id: "copy", to_message_id: first, archive: true });
+  assert.deepEqual([rewound.removed, rewound.revision], [dict.messages.length, 2]);
+  assert.equal((await client.getSession({ session_id: rewound.archived_session_id ?? "" })).message_count, dict.messages.length + 1);
+  assert.deepEqual(await client.clear({ session_id: "copy" }), { removed: 1, revision: 3 });
   assert.deepEqual(await client.deleteSession({ session_id: "copy" }), { deleted: true });
+  await client.createSession({ session_id: "gone" });
+  assert.equal((await client.listSessions({ updated_before: "2000-01-01T00:00:00Z" })).sessions.length, 0);
+  assert.deepEqual(await client.deleteSessions({ session_ids: ["gone", "ghost"] }), { deleted: 1 });
 
   const run = await client.run({ session_id, input: "2 + 2?", temperature: 0 });
   assert.deepEqual([run.text, run.tool_calls, run.usage], ["4", null, { output_tokens: 1 }]);

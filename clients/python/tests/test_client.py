@@ -140,6 +140,10 @@ def test_every_method_sync(client: convo.Client) -> None:
     assert c.fork("s", "f")["message_count"] == 5
     assert c.trim("f", 1)["removed"] == 4
     assert c.clear("f")["removed"] == 1
+    first = c.add_user("f", "one")["message_id"]
+    c.add_user("f", "two")
+    rewound = c.rewind("f", first, archive=True)
+    assert rewound["removed"] == 1 and c.get(rewound["archived_session_id"])["message_count"] == 2
     d = c.to_dict("s")
     d["session_id"] = "s2"
     assert c.from_dict(d)["message_count"] == 5
@@ -147,6 +151,9 @@ def test_every_method_sync(client: convo.Client) -> None:
     assert c.validate("s")["violations"] == []
     assert c.count_tokens("s")["tokens"] > 0
     assert c.delete("s2")["deleted"]
+    c.create("gone")
+    assert c.list(updated_before="2000-01-01T00:00:00Z")["sessions"] == []
+    assert c.delete_many(["gone", "ghost"]) == {"deleted": 1}
     assert c.exists("s") and not c.exists("s2")
     assert c.call("session/get", {"session_id": "s"})["session_id"] == "s"
     assert c.initialize()["protocol_version"] == 1

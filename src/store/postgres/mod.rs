@@ -27,7 +27,7 @@ use crate::session::{
 };
 use crate::store::feed::{ChangeKind, Feed, Watcher};
 use crate::store::row::{SessionRow, Span, fork_parent, new_info, touched};
-use crate::store::{Appended, HistoryPage, Removed, Store};
+use crate::store::{Appended, Doomed, HistoryPage, Removed, Rewound, Store};
 pub use schema::check_name as check_schema_name;
 use schema::pg;
 
@@ -173,6 +173,52 @@ async fn insert_all(db: &Db, segment: i64, from: u64, messages: &[Message]) -> R
     Ok(())
 }
 
+/// Deletes a session (its row locked), sends the change, and reclaims what only it used.
+async fn delete_in(db: &Db, schema: &str, row: &SessionRow) -> Result<()> {
+    let id = &row.info.session_id;
+    rows::execute(db, "DELETE FROM sessions WHERE session_id = $1", &[id]).await?;
+    let count = row.len - row.start;
+    changes::record(db, schema, id, row.info.revision, ChangeKind::Deleted, count).await?;
+    chain::reclaim(db, row.segment).await
+}
+
+/// `Store::rewind` inside a write transaction, as the SQLite store does it: the session
+/// moves to a new segment cut at the kept length; the old one stays whole for the
+/// archive, or is reclaimed.
+async fn rewind_in(
+    db: &Db,
+    schema: &str,
+    id: &str,
+    to: &str,
+    archive: bool,
+    expected_revision: Option<u64>,
+) -> Result<Rewound> {
+    let row = rows::require_session(db, id, true).await?;
+    check_revision(expected_revision, row.info.revision)?;
+    let spans = spans_of(db, &row).await?;
+    let at = chain::position_of(db, &spans, to).await?.ok_or_else(|| Error::MessageNotFound(to.to_owned()))?;
+    let keep = at + 1 + chain::results_from(db, &spans, at + 1).await?;
+    if keep >= row.len {
+        return Ok(Rewound { removed: 0, revision: row.info.revision, archived_session_id: None });
+    }
+    let archived_session_id = if archive {
+        let last = chain::id_at(db, &spans, row.len - 1).await?;
+        let forked_from = ForkPoint { session_id: id.to_owned(), message_id: last };
+        let info = new_info(new_session_id(), row.fields(), Some(forked_from), row.len - row.start);
+        let archived = SessionRow { info, segment: row.segment, start: row.start, len: row.len };
+        put(db, schema, ChangeKind::Created, &archived).await?;
+        Some(archived.info.session_id)
+    } else {
+        None
+    };
+    let (old, removed) = (row.segment, row.len - keep);
+    let mut row = touched(row);
+    (row.segment, row.len) = (chain::new_segment(db, fork_parent(&spans, row.start, keep), keep).await?, keep);
+    put(db, schema, ChangeKind::Rewound, &row).await?;
+    chain::reclaim(db, old).await?;
+    Ok(Rewound { removed, revision: row.info.revision, archived_session_id })
+}
+
 /// `Store::append` inside a write transaction.
 async fn append_in(
     db: &Db,
@@ -221,15 +267,20 @@ impl Store for PostgresStore {
         Ok(rows::require_session(&db, session_id, false).await?.info)
     }
 
-    async fn list(&self, limit: usize, after: Option<ListKey>) -> Result<Vec<SessionInfo>> {
+    async fn list_updated_before(
+        &self,
+        limit: usize,
+        after: Option<ListKey>,
+        updated_before: Option<String>,
+    ) -> Result<Vec<SessionInfo>> {
         let db = self.connections.get().await?;
         let (at, id) = after.map_or((None, None), |k| (Some(k.created_at), Some(k.session_id)));
         let sql = format!(
-            "SELECT {} FROM sessions WHERE $1::text IS NULL OR (created_at, session_id) < ($1, $2) \
-             ORDER BY created_at DESC, session_id DESC LIMIT $3",
+            "SELECT {} FROM sessions WHERE ($1::text IS NULL OR (created_at, session_id) < ($1, $2)) \
+             AND ($4::text IS NULL OR updated_at < $4) ORDER BY created_at DESC, session_id DESC LIMIT $3",
             rows::SESSION_COLUMNS
         );
-        let found = rows::query(&db, &sql, &[&at, &id, &(limit as i64)]).await?;
+        let found = rows::query(&db, &sql, &[&at, &id, &(limit as i64), &updated_before]).await?;
         found.iter().map(|r| rows::session(r).map(|r| r.info)).collect()
     }
 
@@ -261,10 +312,39 @@ impl Store for PostgresStore {
             Box::pin(async move {
                 let row = rows::require_session(db, &id, true).await?;
                 check_revision(expected_revision, row.info.revision)?;
-                rows::execute(db, "DELETE FROM sessions WHERE session_id = $1", &[&id]).await?;
-                let count = row.len - row.start;
-                changes::record(db, &schema, &id, row.info.revision, ChangeKind::Deleted, count).await?;
-                chain::reclaim(db, row.segment).await
+                delete_in(db, &schema, &row).await
+            })
+        })
+        .await
+    }
+
+    async fn delete_many(&self, doomed: Doomed) -> Result<u64> {
+        self.write(move |db, schema| {
+            let doomed = doomed.clone();
+            Box::pin(async move {
+                let (mut ids, before): (Vec<String>, _) = match doomed {
+                    Doomed::Ids(ids) => (ids, None),
+                    Doomed::UpdatedBefore(before) => {
+                        let found =
+                            rows::query(db, "SELECT session_id FROM sessions WHERE updated_at < $1", &[&before])
+                                .await?;
+                        (found.iter().map(|r| r.try_get(0).map_err(pg)).collect::<Result<_>>()?, Some(before))
+                    }
+                };
+                // Locked in one order, so two processes deleting overlapping sets cannot
+                // deadlock.
+                ids.sort_unstable();
+                ids.dedup();
+                let mut deleted = 0;
+                for id in ids {
+                    let row = rows::load_session(db, &id, true).await?;
+                    // Checked again once locked: another process may have touched it.
+                    if let Some(row) = row.filter(|r| before.as_ref().is_none_or(|b| &r.info.updated_at < b)) {
+                        delete_in(db, &schema, &row).await?;
+                        deleted += 1;
+                    }
+                }
+                Ok(deleted)
             })
         })
         .await
@@ -317,6 +397,21 @@ impl Store for PostgresStore {
                 chain::reclaim(db, row.segment).await?;
                 Ok(Removed { removed: cut, revision: row.info.revision })
             })
+        })
+        .await
+    }
+
+    async fn rewind(
+        &self,
+        session_id: &str,
+        to_message_id: &str,
+        archive: bool,
+        expected_revision: Option<u64>,
+    ) -> Result<Rewound> {
+        let (id, to) = (session_id.to_owned(), to_message_id.to_owned());
+        self.write(move |db, schema| {
+            let (id, to) = (id.clone(), to.clone());
+            Box::pin(async move { rewind_in(db, &schema, &id, &to, archive, expected_revision).await })
         })
         .await
     }

@@ -73,6 +73,7 @@ METHODS: dict[str, str] = {
     "session/list": "list",
     "session/update": "update",
     "session/delete": "delete",
+    "session/delete_many": "delete_many",
     "session/add_user": "add_user",
     "session/add_assistant": "add_assistant",
     "session/add_tool_result": "add_tool_result",
@@ -82,6 +83,7 @@ METHODS: dict[str, str] = {
     "session/trim": "trim",
     "session/fork": "fork",
     "session/clear": "clear",
+    "session/rewind": "rewind",
     "session/to_dict": "to_dict",
     "session/from_dict": "from_dict",
     "session/export": "export",
@@ -589,9 +591,14 @@ class AsyncClient:
         except SessionNotFound:
             return False
 
-    async def list(self, limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
-        """``session/list`` → ``{sessions, next_cursor}``, newest first."""
-        return await self.request("session/list", _params(limit=limit, cursor=cursor))
+    async def list(
+        self, limit: int | None = None, cursor: str | None = None, *, updated_before: str | None = None
+    ) -> dict[str, Any]:
+        """``session/list`` → ``{sessions, next_cursor}``, newest first; ``updated_before``
+        (RFC 3339) keeps the sessions last updated strictly before it."""
+        return await self.request(
+            "session/list", _params(limit=limit, cursor=cursor, updated_before=updated_before)
+        )
 
     async def iter_sessions(self, page_size: int = 100) -> AsyncIterator[dict[str, Any]]:
         """Every session, page by page."""
@@ -625,6 +632,15 @@ class AsyncClient:
 
     async def delete(self, session_id: str, *, expected_revision: int | None = None) -> dict[str, Any]:
         return await self.request("session/delete", _params(session_id=session_id, expected_revision=expected_revision))
+
+    async def delete_many(
+        self, session_ids: list[str] | None = None, *, updated_before: str | None = None
+    ) -> dict[str, Any]:
+        """``session/delete_many`` → ``{deleted}``: the sessions named (unknown ones
+        skipped), or every one last updated before ``updated_before``, atomically."""
+        return await self.request(
+            "session/delete_many", _params(session_ids=session_ids, updated_before=updated_before)
+        )
 
     async def add_user(
         self,
@@ -743,6 +759,27 @@ class AsyncClient:
         """SessionInfo of the new session (message ids kept; O(1))."""
         return await self.request(
             "session/fork", _params(session_id=session_id, new_session_id=new_session_id, at_message_id=at_message_id)
+        )
+
+    async def rewind(
+        self,
+        session_id: str,
+        to_message_id: str,
+        *,
+        archive: bool | None = None,
+        expected_revision: int | None = None,
+    ) -> dict[str, Any]:
+        """``session/rewind`` → ``{removed, revision, archived_session_id}``: drops every
+        message after ``to_message_id`` (a tool-call group stays whole); with ``archive``
+        the history as it was is first kept as a new session."""
+        return await self.request(
+            "session/rewind",
+            _params(
+                session_id=session_id,
+                to_message_id=to_message_id,
+                archive=archive,
+                expected_revision=expected_revision,
+            ),
         )
 
     async def clear(self, session_id: str, *, expected_revision: int | None = None) -> dict[str, Any]:

@@ -235,9 +235,11 @@ class Client:
         """``session/get`` → SessionInfo."""
         return self._fast(AsyncClient.get, session_id)
 
-    def list(self, limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
+    def list(
+        self, limit: int | None = None, cursor: str | None = None, *, updated_before: str | None = None
+    ) -> dict[str, Any]:
         """``session/list`` → ``{sessions, next_cursor}``, newest first."""
-        return self._fast(AsyncClient.list, limit, cursor)
+        return self._fast(AsyncClient.list, limit, cursor, updated_before=updated_before)
 
     def update(
         self,
@@ -262,6 +264,12 @@ class Client:
 
     def delete(self, session_id: str, *, expected_revision: int | None = None) -> dict[str, Any]:
         return self._fast(AsyncClient.delete, session_id, expected_revision=expected_revision)
+
+    def delete_many(
+        self, session_ids: list[str] | None = None, *, updated_before: str | None = None
+    ) -> dict[str, Any]:
+        """``session/delete_many`` → ``{deleted}``, atomically."""
+        return self._fast(AsyncClient.delete_many, session_ids, updated_before=updated_before)
 
     def add_user(
         self,
@@ -344,6 +352,19 @@ class Client:
     ) -> dict[str, Any]:
         """SessionInfo of the new session (message ids kept; O(1))."""
         return self._fast(AsyncClient.fork, session_id, new_session_id, at_message_id=at_message_id)
+
+    def rewind(
+        self,
+        session_id: str,
+        to_message_id: str,
+        *,
+        archive: bool | None = None,
+        expected_revision: int | None = None,
+    ) -> dict[str, Any]:
+        """``session/rewind`` → ``{removed, revision, archived_session_id}``."""
+        return self._fast(
+            AsyncClient.rewind, session_id, to_message_id, archive=archive, expected_revision=expected_revision
+        )
 
     def clear(self, session_id: str, *, expected_revision: int | None = None) -> dict[str, Any]:
         return self._fast(AsyncClient.clear, session_id, expected_revision=expected_revision)

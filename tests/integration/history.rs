@@ -1,0 +1,191 @@
+//! History management (protocol section 9): retention (`session/list` `updated_before`,
+//! `session/delete_many`) and rewind.
+
+use std::time::Duration;
+
+use crate::harness::{Backend, Framing, Place, Server, Value, json};
+
+fn ids(page: &Value) -> Vec<String> {
+    page["sessions"].as_array().unwrap().iter().map(|s| s["session_id"].as_str().unwrap().to_owned()).collect()
+}
+
+fn pause() {
+    // Stamps have microseconds: a pause makes "before" and "after" distinct.
+    std::thread::sleep(Duration::from_millis(3));
+}
+
+fn list_updated_before(s: &mut Server) {
+    s.call("session/create", json!({"session_id": "old1"}));
+    s.call("session/create", json!({"session_id": "old2"}));
+    pause();
+    let new = s.call("session/create", json!({"session_id": "new"}));
+    let cutoff = new["updated_at"].as_str().unwrap().to_owned();
+    let page = s.call("session/list", json!({"updated_before": cutoff}));
+    assert_eq!(ids(&page), ["old2", "old1"], "strictly before: the session updated at the cutoff is not listed");
+    s.call("session/add_user", json!({"session_id": "old1", "text": "still in use"}));
+    assert_eq!(ids(&s.call("session/list", json!({"updated_before": cutoff}))), ["old2"]);
+    let first = s.call("session/list", json!({"updated_before": "2999-01-01T00:00:00+02:00", "limit": 2}));
+    assert_eq!(ids(&first), ["new", "old2"]);
+    let rest =
+        s.call("session/list", json!({"updated_before": "2999-01-01T00:00:00Z", "cursor": first["next_cursor"]}));
+    assert_eq!((ids(&rest), &rest["next_cursor"]), (vec!["old1".to_owned()], &Value::Null));
+    assert_eq!(ids(&s.call("session/list", json!({"updated_before": "2000-01-01T00:00:00Z"}))), Vec::<String>::new());
+    s.fail("session/list", json!({"updated_before": "yesterday"}), -32602);
+}
+
+fn delete_many(s: &mut Server) {
+    for id in ["a", "b", "c"] {
+        s.call("session/create", json!({"session_id": id}));
+        s.call("session/add_user", json!({"session_id": id, "text": id}));
+    }
+    pause();
+    let cutoff = s.call("session/create", json!({"session_id": "d"}))["created_at"].clone();
+    s.call("session/add_user", json!({"session_id": "b", "text": "touched"}));
+    assert_eq!(s.call("session/delete_many", json!({"updated_before": cutoff})), json!({"deleted": 2}));
+    assert_eq!(ids(&s.call("session/list", json!({}))), ["d", "b"]);
+    s.fail("session/get", json!({"session_id": "a"}), 1001);
+
+    let fork = s.call("session/fork", json!({"session_id": "b", "new_session_id": "kid"}));
+    assert_eq!(fork["message_count"], 2);
+    let deleted = s.call("session/delete_many", json!({"session_ids": ["b", "ghost", "b", "d"]}));
+    assert_eq!(deleted, json!({"deleted": 2}), "unknown and repeated ids are skipped");
+    let kept = s.call("session/history", json!({"session_id": "kid"}))["messages"].clone();
+    let texts: Vec<&Value> = kept.as_array().unwrap().iter().map(|m| &m["content"]).collect();
+    assert_eq!(texts, [&json!("b"), &json!("touched")], "a fork keeps its history");
+    assert_eq!(s.call("session/delete_many", json!({"session_ids": []})), json!({"deleted": 0}));
+
+    s.fail("session/delete_many", json!({}), -32602);
+    s.fail("session/delete_many", json!({"session_ids": ["kid"], "updated_before": cutoff}), -32602);
+    s.fail("session/delete_many", json!({"session_ids": ["a b"]}), -32602);
+    s.fail("session/delete_many", json!({"updated_before": "2026-13-01T00:00:00Z"}), -32602);
+    assert_eq!(ids(&s.call("session/list", json!({}))), ["kid"], "refused requests deleted nothing");
+}
+
+/// The stored history: (id, role, content) of each message.
+fn stored(s: &mut Server, id: &str) -> Vec<(String, String, Value)> {
+    let page = s.call("session/history", json!({"session_id": id, "repair": false}));
+    let messages = page["messages"].as_array().unwrap();
+    messages
+        .iter()
+        .map(|m| (m["id"].as_str().unwrap().to_owned(), m["role"].as_str().unwrap().to_owned(), m["content"].clone()))
+        .collect()
+}
+
+fn add(s: &mut Server, method: &str, params: Value) -> String {
+    s.call(method, params)["message_id"].as_str().unwrap().to_owned()
+}
+
+/// A user turn with a group of two calls, both answered, then a reply and one more turn.
+fn with_group(s: &mut Server, id: &str) -> Vec<String> {
+    s.call("session/create", json!({"session_id": id}));
+    let calls = json!([{"id": "c1", "name": "f", "arguments": {}}, {"id": "c2", "name": "g", "arguments": {}}]);
+    vec![
+        add(s, "session/add_user", json!({"session_id": id, "text": "q1"})),
+        add(s, "session/add_assistant", json!({"session_id": id, "text": "", "tool_calls": calls})),
+        add(s, "session/add_tool_result", json!({"session_id": id, "tool_call_id": "c1", "content": "r1"})),
+        add(s, "session/add_tool_result", json!({"session_id": id, "tool_call_id": "c2", "content": "r2"})),
+        add(s, "session/add_assistant", json!({"session_id": id, "text": "a1"})),
+        add(s, "session/add_user", json!({"session_id": id, "text": "q2"})),
+        add(s, "session/add_assistant", json!({"session_id": id, "text": "a2"})),
+    ]
+}
+
+fn rewind_keeps_groups_whole(s: &mut Server) {
+    let ids = with_group(s, "r");
+    let into_group = s.call("session/rewind", json!({"session_id": "r", "to_message_id": ids[2]}));
+    assert_eq!(into_group, json!({"removed": 3, "revision": 8, "archived_session_id": null}));
+    let kept: Vec<String> = stored(s, "r").into_iter().map(|(id, ..)| id).collect();
+    assert_eq!(kept, ids[..4], "the call's other result stays with it");
+    let nothing = s.call("session/rewind", json!({"session_id": "r", "to_message_id": ids[1], "archive": true}));
+    assert_eq!(nothing, json!({"removed": 0, "revision": 8, "archived_session_id": null}), "only its results follow");
+    assert_eq!(s.call("session/list", json!({}))["sessions"].as_array().unwrap().len(), 1, "no archive made");
+
+    let error = s.fail("session/rewind", json!({"session_id": "r", "to_message_id": ids[4]}), 1007);
+    assert_eq!(error["data"], json!({"kind": "message_not_found", "message_id": ids[4]}), "dropped already");
+    s.fail("session/rewind", json!({"session_id": "r", "to_message_id": ids[0], "expected_revision": 7}), 1003);
+    s.fail("session/rewind", json!({"session_id": "ghost", "to_message_id": ids[0]}), 1001);
+    s.fail("session/rewind", json!({"session_id": "r"}), -32602);
+    assert_eq!(stored(s, "r").len(), 4, "refused rewinds changed nothing");
+
+    // Into a trailing group still running: it stays running, and a result is accepted.
+    let call = json!([{"id": "c3", "name": "f", "arguments": {}}]);
+    let user = add(s, "session/add_user", json!({"session_id": "r", "text": "q3"}));
+    add(s, "session/add_assistant", json!({"session_id": "r", "text": "", "tool_calls": call}));
+    s.call("session/rewind", json!({"session_id": "r", "to_message_id": user, "expected_revision": 10}));
+    let done = s.call("session/rewind", json!({"session_id": "r", "to_message_id": ids[3]}));
+    assert_eq!(done["removed"], 1);
+    s.call("session/add_assistant", json!({"session_id": "r", "text": "", "tool_calls": call}));
+    s.call("session/add_tool_result", json!({"session_id": "r", "tool_call_id": "c3", "content": "late"}));
+}
+
+fn rewind_with_archive(s: &mut Server) {
+    let ids = with_group(s, "r");
+    let before = stored(s, "r");
+    let done = s.call("session/rewind", json!({"session_id": "r", "to_message_id": ids[0], "archive": true}));
+    assert_eq!((&done["removed"], &done["revision"]), (&json!(6), &json!(8)));
+    let archive = done["archived_session_id"].as_str().unwrap().to_owned();
+    let info = s.call("session/get", json!({"session_id": archive}));
+    assert_eq!(info["forked_from"], json!({"session_id": "r", "message_id": ids[6]}));
+    assert_eq!((&info["message_count"], &info["revision"]), (&json!(7), &json!(0)));
+    assert_eq!(stored(s, &archive), before);
+
+    // Later writes to either never show in the other.
+    s.call("session/add_assistant", json!({"session_id": "r", "text": "another answer"}));
+    s.call("session/add_user", json!({"session_id": &archive, "text": "q3"}));
+    s.call("session/trim", json!({"session_id": "r", "max_turns": 1}));
+    let live: Vec<Value> = stored(s, "r").into_iter().map(|(.., c)| c).collect();
+    assert_eq!(live, [json!("q1"), json!("another answer")]);
+    let mut expected = before.clone();
+    expected.push(stored(s, &archive)[7].clone());
+    assert_eq!(stored(s, &archive), expected);
+    assert_eq!(stored(s, &archive)[7].2, json!("q3"));
+    s.call("session/rewind", json!({"session_id": "r", "to_message_id": ids[0]}));
+    s.call("session/delete", json!({"session_id": "r"}));
+    assert_eq!(stored(s, &archive)[..7], before[..], "the archive outlives its session");
+
+    // An archive of an archive, cut in the middle of what both share.
+    let again = s.call("session/rewind", json!({"session_id": &archive, "to_message_id": ids[5], "archive": true}));
+    let second = again["archived_session_id"].as_str().unwrap().to_owned();
+    assert_eq!(again["removed"], 2);
+    assert_eq!(stored(s, &second).len(), 8);
+    s.call("session/add_user", json!({"session_id": &archive, "text": "q4"}));
+    let texts: Vec<Value> = stored(s, &archive).into_iter().map(|(.., c)| c).collect();
+    assert_eq!(texts[5..], [json!("q2"), json!("q4")]);
+    assert_eq!(stored(s, &second)[..7], before[..]);
+}
+
+crate::every_store!(list_updated_before, delete_many, rewind_keeps_groups_whole, rewind_with_archive);
+
+/// Another process never sees a `delete_many` half done.
+fn delete_many_is_atomic_on(backend: Backend) {
+    let Some((place, _dir)) = Place::fresh(backend) else { return };
+    let mut a = Server::at(&place, Framing::Ndjson, &[]);
+    let mut b = Server::at(&place, Framing::Ndjson, &[]);
+    let n = 40;
+    for i in 0..n {
+        a.call("session/create", json!({"session_id": format!("x{i}")}));
+        a.call("session/add_user", json!({"session_id": format!("x{i}"), "text": "hi"}));
+    }
+    let everyone: Vec<String> = (0..n).map(|i| format!("x{i}")).collect();
+    let id = a.send_request("session/delete_many", json!({"session_ids": everyone}));
+    let mut seen = Vec::new();
+    loop {
+        let count = ids(&b.call("session/list", json!({"limit": 1000}))).len();
+        seen.push(count);
+        if count == 0 {
+            break;
+        }
+    }
+    assert!(seen.iter().all(|&c| c == 0 || c == n), "a partial delete was visible: {seen:?}");
+    assert_eq!(a.result_of(id, "session/delete_many"), json!({"deleted": n}));
+}
+
+#[test]
+fn delete_many_is_atomic_on_sqlite() {
+    delete_many_is_atomic_on(Backend::Sqlite);
+}
+
+#[test]
+fn delete_many_is_atomic_on_postgres() {
+    delete_many_is_atomic_on(Backend::Postgres);
+}
