@@ -112,6 +112,11 @@ func (c *Client) Rewind(ctx context.Context, params RewindParams) (*Rewound, err
 	return call[Rewound](ctx, c, "session/rewind", params)
 }
 
+// Image returns the image a ref names (session/image).
+func (c *Client) Image(ctx context.Context, params ImageParams) (*ImageData, error) {
+	return call[ImageData](ctx, c, "session/image", params)
+}
+
 // Clear drops every message, keeping the system prompt, cwd and metadata
 // (session/clear).
 func (c *Client) Clear(ctx context.Context, params ClearParams) (*Cleared, error) {

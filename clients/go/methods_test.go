@@ -219,6 +219,19 @@ func TestEveryMethod(t *testing.T) {
 		t.Fatalf("rewind: %+v", rw)
 	}
 
+	// images by reference
+	png := "iVBORw0KGgoAAAANSUhEUg=="
+	must[*convo.Added](t)(c.AddUser(ctx, convo.AddUserParams{SessionID: "demo-alt", Text: "pic", Images: []string{png}}))
+	byRef := must[*convo.History](t)(c.History(ctx, convo.HistoryParams{SessionID: "demo-alt", Images: convo.ImagesRef}))
+	last := byRef.Messages[len(byRef.Messages)-1]
+	if len(last.ImageRefs) != 1 || last.Images != nil || last.ImageRefs[0].MediaType != "image/png" {
+		t.Fatalf("history by ref: %+v", last)
+	}
+	img := must[*convo.ImageData](t)(c.Image(ctx, convo.ImageParams{Ref: last.ImageRefs[0].Ref}))
+	if img.Data != png || img.MediaType != "image/png" {
+		t.Fatalf("image: %+v", img)
+	}
+
 	// to_dict, and back with from_dict under a new id
 	d := must[*convo.Dict](t)(c.ToDict(ctx, convo.ToDictParams{SessionID: "demo"}))
 	if d.SessionID != "demo" || len(d.Messages) != len(h.Messages) {

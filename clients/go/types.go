@@ -196,11 +196,46 @@ type Message struct {
 	Name       *string    `json:"name"`
 	ToolCallID *string    `json:"tool_call_id"`
 	ToolCalls  []ToolCall `json:"tool_calls"`
-	// Images are base64 strings.
+	// Images are base64 strings (nil when the reply shows images by reference).
 	Images   []string        `json:"images"`
 	Metadata json.RawMessage `json:"metadata"`
 	// CreatedAt is RFC 3339 in UTC with six digits of fraction, so stamps sort as text.
 	CreatedAt string `json:"created_at"`
+	// ImageRefs are the images of a reply asked for with Images: ImagesRef.
+	ImageRefs []ImageRef `json:"-"`
+}
+
+// ImageRef is an image shown by reference: Ref is "sha256:" and the hex digest of its
+// decoded bytes; Image gives the data back, and AddUser takes a ref as an image.
+type ImageRef struct {
+	Ref       string `json:"ref"`
+	MediaType string `json:"media_type"`
+	Bytes     int64  `json:"bytes"`
+}
+
+// ImagesRef asks History, ToDict and Export for images by reference.
+const ImagesRef = "ref"
+
+// UnmarshalJSON reads images as base64 strings into Images, or as references into
+// ImageRefs.
+func (m *Message) UnmarshalJSON(data []byte) error {
+	type plain Message
+	var raw struct {
+		plain
+		Images json.RawMessage `json:"images"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	*m = Message(raw.plain)
+	if len(raw.Images) == 0 || string(raw.Images) == "null" {
+		return nil
+	}
+	if err := json.Unmarshal(raw.Images, &m.Images); err == nil {
+		return nil
+	}
+	m.Images = nil
+	return json.Unmarshal(raw.Images, &m.ImageRefs)
 }
 
 // MessageInput is a message to append: a Message without id and created_at.
@@ -418,6 +453,8 @@ type HistoryParams struct {
 	Limit *int `json:"limit,omitempty"`
 	// IncludeDraft asks for a running stream's draft.
 	IncludeDraft bool `json:"include_draft,omitempty"`
+	// Images is "inline" (when empty) or ImagesRef.
+	Images string `json:"images,omitempty"`
 }
 
 // History is session/history's result.
@@ -491,6 +528,8 @@ type Cleared struct {
 // ToDictParams are session/to_dict's params.
 type ToDictParams struct {
 	SessionID string `json:"session_id"`
+	// Images is "inline" (when empty) or ImagesRef.
+	Images string `json:"images,omitempty"`
 }
 
 // Dict is a session as the generic agent library's to_dict gives it; FromDict takes it
@@ -530,6 +569,19 @@ type ExportParams struct {
 	Format    Format `json:"format"`
 	// Repair is true when nil.
 	Repair *bool `json:"repair,omitempty"`
+	// Images is "inline" (when empty) or ImagesRef ({ref} where base64 would be).
+	Images string `json:"images,omitempty"`
+}
+
+// ImageParams are session/image's params.
+type ImageParams struct {
+	Ref string `json:"ref"`
+}
+
+// ImageData is session/image's result.
+type ImageData struct {
+	Data      string `json:"data"`
+	MediaType string `json:"media_type"`
 }
 
 // Exported is a provider-ready request body and what export changed to make it one.

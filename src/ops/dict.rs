@@ -53,8 +53,11 @@ impl Ops {
         expected_revision: Option<u64>,
     ) -> Result<Imported> {
         check_count("data.messages", data.messages.len())?;
-        let messages = data
-            .messages
+        let mut inputs = data.messages;
+        for (i, input) in inputs.iter_mut().enumerate() {
+            self.resolve_images(input).await.map_err(|e| e.within(&format!("data.messages[{i}]")))?;
+        }
+        let messages = inputs
             .into_iter()
             .enumerate()
             .map(|(i, m)| m.into_message(Identity::Keep).map_err(|e| e.within(&format!("data.messages[{i}]"))))

@@ -6,6 +6,7 @@
 
 mod dict;
 mod host;
+mod images;
 mod messages;
 mod provider;
 mod runtime;
@@ -19,6 +20,7 @@ use crate::store::Store;
 
 pub use dict::{DictData, Imported, SessionDict};
 pub use host::{Failure, Host, RuntimeParams};
+pub use images::{ImageData, refs_in_messages, refs_in_payload};
 pub use messages::{Added, History, Trimmed};
 pub use provider::{Exported, TrimmedToFit};
 pub use runtime::{JsonAnswer, RunAnswer, Turn, sweep_crashed_drafts};

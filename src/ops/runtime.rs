@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use crate::error::{Error, Result, RuntimeReason};
 use crate::ops::{Call, Failure, Ops, RuntimeParams};
 use crate::session::export::{self, Format};
+use crate::session::image::ImageInput;
 use crate::session::{
     Draft, DraftEnd, Identity, Message, MessageInput, Role, STALE_AFTER_MS, check_revision, now_ms, owner,
 };
@@ -179,7 +180,7 @@ impl Ops {
             name: None,
             tool_call_id: None,
             tool_calls: None,
-            images: turn.images.clone(),
+            images: turn.images.clone().map(|images| images.into_iter().map(ImageInput::Base64).collect()),
             metadata: turn.metadata.clone(),
             id: None,
             created_at: None,

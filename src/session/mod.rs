@@ -4,6 +4,7 @@
 mod draft;
 pub mod empty_table;
 pub mod export;
+pub mod image;
 mod info;
 mod message;
 mod rules;

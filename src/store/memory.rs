@@ -6,11 +6,12 @@
 //! as it was.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use async_trait::async_trait;
 
 use crate::error::{Error, Result};
+use crate::session::image;
 use crate::session::{
     Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, Tail, check_revision,
     new_session_id, now, plan_append, rewind_keeps, turns_cut,
@@ -25,7 +26,14 @@ pub struct MemoryStore {
     drafts: Mutex<HashMap<String, Draft>>,
     /// Changes are published while `sessions` is locked, so in commit order.
     feed: Feed,
+    /// Each image ref, and the messages holding that image (at that index): images stay
+    /// inside their messages, and an entry goes stale when no session holds its message
+    /// any more. Locked after `sessions` when both are.
+    images: Mutex<HashMap<String, Vec<Holder>>>,
 }
+
+/// A message holding an image, and the image's index among its images.
+type Holder = (Weak<Message>, usize);
 
 #[derive(Clone)]
 struct Entry {
@@ -47,11 +55,13 @@ struct History {
 }
 
 impl History {
-    fn push(&mut self, message: Message) {
+    fn push(&mut self, message: Message) -> Arc<Message> {
         if let Some(id) = &message.id {
             self.positions.insert(id.clone(), self.first + self.messages.len() as u64);
         }
-        self.messages.push_back(Arc::new(message));
+        let message = Arc::new(message);
+        self.messages.push_back(message.clone());
+        message
     }
 
     /// The index of message `id`. A fork shares its parent's map, so an entry is
@@ -172,12 +182,22 @@ impl MemoryStore {
         check_revision(expected_revision, entry.revision)?;
         let planned = plan_append(entry.history.tail(), messages)?;
         if !planned.is_empty() {
-            planned.into_iter().for_each(|m| entry.history.push(m));
+            planned.into_iter().for_each(|m| self.index_images(&entry.history.push(m)));
             entry.touch();
             self.publish(session_id, entry, ChangeKind::Appended);
         }
         let index = entry.history.messages.len().saturating_sub(1) as u64;
         Ok(Appended { message_ids, index, revision: entry.revision })
+    }
+
+    fn index_images(&self, message: &Arc<Message>) {
+        let Some(images) = &message.images else { return };
+        let mut index = self.images.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        for (i, data) in images.iter().enumerate() {
+            let holders = index.entry(image::describe(data).reference).or_default();
+            holders.retain(|(m, _)| m.strong_count() > 0);
+            holders.push((Arc::downgrade(message), i));
+        }
     }
 
     fn read<T>(&self, session_id: &str, f: impl FnOnce(&Entry) -> T) -> Result<T> {
@@ -380,7 +400,7 @@ impl Store for MemoryStore {
 
     async fn import(&self, import: Import, replace: bool, expected_revision: Option<u64>) -> Result<SessionInfo> {
         let mut history = History::default();
-        import.messages.into_iter().for_each(|m| history.push(m));
+        import.messages.into_iter().for_each(|m| self.index_images(&history.push(m)));
         let mut entry = Entry::new(import.fields, history, None);
         let mut sessions = self.lock();
         let id = match import.session_id {
@@ -402,6 +422,12 @@ impl Store for MemoryStore {
         self.publish(&id, &entry, ChangeKind::Imported);
         sessions.insert(id, entry);
         Ok(info)
+    }
+
+    async fn image(&self, reference: &str) -> Result<Option<String>> {
+        let index = self.images.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut holders = index.get(reference).into_iter().flatten();
+        Ok(holders.find_map(|(message, i)| message.upgrade()?.images.as_ref()?.get(*i).cloned()))
     }
 
     async fn flush(&self) -> Result<()> {

@@ -141,6 +141,10 @@ pub trait Store: Send + Sync + 'static {
     /// `expected_revision` is checked against the session replaced (none there: 1001).
     async fn import(&self, import: Import, replace: bool, expected_revision: Option<u64>) -> Result<SessionInfo>;
 
+    /// The base64 of the image whose ref (`session::image`) is `reference`, if the store
+    /// holds it.
+    async fn image(&self, reference: &str) -> Result<Option<String>>;
+
     /// Makes every acknowledged write durable; called before the server exits.
     async fn flush(&self) -> Result<()>;
 

@@ -1,5 +1,5 @@
 //! History management (protocol section 9): retention (`session/list` `updated_before`,
-//! `session/delete_many`) and rewind.
+//! `session/delete_many`), rewind, images by reference.
 
 use std::time::Duration;
 
@@ -154,7 +154,13 @@ fn rewind_with_archive(s: &mut Server) {
     assert_eq!(stored(s, &second)[..7], before[..]);
 }
 
-crate::every_store!(list_updated_before, delete_many, rewind_keeps_groups_whole, rewind_with_archive);
+crate::every_store!(
+    list_updated_before,
+    delete_many,
+    rewind_keeps_groups_whole,
+    rewind_with_archive,
+    images_by_reference
+);
 
 /// Another process never sees a `delete_many` half done.
 fn delete_many_is_atomic_on(backend: Backend) {
@@ -188,4 +194,163 @@ fn delete_many_is_atomic_on_sqlite() {
 #[test]
 fn delete_many_is_atomic_on_postgres() {
     delete_many_is_atomic_on(Backend::Postgres);
+}
+
+/// A PNG header and `len` more bytes, and its base64.
+fn png(len: usize, seed: u8) -> (Vec<u8>, String) {
+    use base64::Engine;
+    let mut bytes = b"\x89PNG\r\n\x1a\n".to_vec();
+    bytes.extend((0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)));
+    let text = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    (bytes, text)
+}
+
+fn reference(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(bytes);
+    format!("sha256:{}", digest.iter().map(|b| format!("{b:02x}")).collect::<String>())
+}
+
+fn images_by_reference(s: &mut Server) {
+    let (bytes, data) = png(2000, 7);
+    let r = reference(&bytes);
+    let shown = json!({"ref": r, "media_type": "image/png", "bytes": bytes.len()});
+    s.call("session/create", json!({"session_id": "i"}));
+    s.call("session/add_user", json!({"session_id": "i", "text": "look", "images": [data]}));
+    let inline = s.call("session/history", json!({"session_id": "i"}));
+    assert_eq!(inline["messages"][0]["images"], json!([data]), "inline by default");
+    let by_ref = s.call("session/history", json!({"session_id": "i", "images": "ref"}));
+    assert_eq!(by_ref["messages"][0]["images"], json!([shown]));
+    let dict = s.call("session/to_dict", json!({"session_id": "i", "images": "ref"}));
+    assert_eq!(dict["messages"][0]["images"], json!([shown]));
+    assert_eq!(s.call("session/image", json!({"ref": r})), json!({"data": data, "media_type": "image/png"}));
+
+    // A ref in place of base64, in another session: the same image.
+    s.call("session/create", json!({"session_id": "j"}));
+    s.call("session/add_user", json!({"session_id": "j", "text": "again", "images": [{"ref": r}]}));
+    let message = json!({"role": "user", "content": "and again", "images": [shown.clone()]});
+    s.call("session/add_message", json!({"session_id": "j", "message": message}));
+    s.call("session/add_messages", json!({"session_id": "j", "messages": [message]}));
+    let j = s.call("session/history", json!({"session_id": "j"}));
+    let images: Vec<&Value> = j["messages"].as_array().unwrap().iter().map(|m| &m["images"]).collect();
+    assert_eq!(images, [&json!([data]); 3]);
+
+    for format in ["openai_chat", "anthropic_messages", "gemini_contents"] {
+        let exported = s.call("session/export", json!({"session_id": "j", "format": format, "images": "ref"}));
+        let text = exported["payload"].to_string();
+        assert!(!text.contains(&data[..64]), "{format}: no base64 left: {text}");
+        assert_eq!(text.matches(&r).count(), 3, "{format}: {text}");
+        let inline = s.call("session/export", json!({"session_id": "j", "format": format}));
+        assert!(inline["payload"].to_string().contains(&data), "{format}");
+    }
+
+    let unknown = format!("sha256:{}", "0".repeat(64));
+    for bad in [json!({"ref": unknown}), json!({"ref": "sha256:xyz"}), json!({"no": "ref"})] {
+        s.fail("session/add_user", json!({"session_id": "j", "text": "x", "images": [bad]}), -32602);
+        let message = json!({"role": "user", "content": "x", "images": [bad]});
+        s.fail("session/add_message", json!({"session_id": "j", "message": message}), -32602);
+    }
+    s.fail("session/image", json!({"ref": unknown}), -32602);
+    s.fail("session/image", json!({"ref": data}), -32602);
+    s.fail("session/history", json!({"session_id": "j", "images": "links"}), -32602);
+    assert_eq!(s.call("session/get", json!({"session_id": "j"}))["message_count"], 3, "refused adds stored nothing");
+}
+
+/// Issue 14: a 1 MB image added 100 times is stored once, and `history` by reference
+/// stays small (inline, the same history is over the reply limit).
+fn an_image_added_100_times_is_stored_once_on(backend: Backend) {
+    let Some((place, dir)) = Place::fresh(backend) else { return };
+    let mut s = Server::at(&place, Framing::Ndjson, &[]);
+    let (bytes, data) = png(1 << 20, 3);
+    s.call("session/create", json!({"session_id": "big"}));
+    for i in 0..100 {
+        s.call("session/add_user", json!({"session_id": "big", "text": format!("{i}"), "images": [data]}));
+    }
+    let by_ref = s.call("session/history", json!({"session_id": "big", "images": "ref"}));
+    let size = by_ref.to_string().len();
+    assert!(size < 40_000, "history by reference is {size} bytes");
+    assert_eq!(by_ref["messages"][99]["images"][0]["ref"], json!(reference(&bytes)));
+    s.fail("session/history", json!({"session_id": "big"}), 1005);
+    if let (Place::File(path), Some(_)) = (&place, &dir) {
+        assert_eq!(s.finish().code(), Some(0));
+        let conn = rusqlite::Connection::open(path).unwrap();
+        let blobs: (i64, i64) = conn
+            .query_row("SELECT count(*), sum(length(data)) FROM blobs", [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap();
+        assert_eq!(blobs, (1, data.len() as i64));
+        let on_disk = std::fs::metadata(path).unwrap().len();
+        assert!(on_disk < 4 << 20, "the database holds {on_disk} bytes for one 1 MB image");
+    }
+    if let Place::Postgres { url, schema } = &place {
+        let blobs =
+            crate::postgres::psql(url, &format!("SELECT count(*) || ' ' || sum(length(data)) FROM {schema}.blobs"));
+        assert_eq!(blobs, format!("1 {}", data.len()));
+    }
+}
+
+#[test]
+fn an_image_added_100_times_is_stored_once_on_sqlite() {
+    an_image_added_100_times_is_stored_once_on(Backend::Sqlite);
+}
+
+#[test]
+fn an_image_added_100_times_is_stored_once_on_postgres() {
+    an_image_added_100_times_is_stored_once_on(Backend::Postgres);
+}
+
+/// A database written by schema version 4 (before refs) is brought forward: the images
+/// it holds get their refs.
+#[test]
+fn a_version_4_database_gains_image_refs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v4.db");
+    let (bytes, data) = png(100, 1);
+    let mut s = Server::on_file(&path, Framing::Ndjson, &[]);
+    s.call("session/create", json!({"session_id": "old"}));
+    s.call("session/add_user", json!({"session_id": "old", "text": "pic", "images": [data]}));
+    assert_eq!(s.finish().code(), Some(0));
+    // Back to version 4 exactly: what migration 5 added is taken away.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "DROP INDEX blobs_by_ref; ALTER TABLE blobs DROP COLUMN ref; ALTER TABLE blobs DROP COLUMN media_type; \
+         ALTER TABLE blobs DROP COLUMN bytes; PRAGMA user_version = 4;",
+    )
+    .unwrap();
+    drop(conn);
+
+    let mut s = Server::on_file(&path, Framing::Ndjson, &[]);
+    let r = reference(&bytes);
+    assert_eq!(s.call("session/image", json!({"ref": r})), json!({"data": data, "media_type": "image/png"}));
+    let page = s.call("session/history", json!({"session_id": "old", "images": "ref"}));
+    assert_eq!(page["messages"][0]["images"][0]["ref"], json!(r));
+    s.call("session/add_user", json!({"session_id": "old", "text": "again", "images": [{"ref": r}]}));
+    assert_eq!(s.finish().code(), Some(0));
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    let blobs: i64 = conn.query_row("SELECT count(*) FROM blobs", [], |r| r.get(0)).unwrap();
+    assert_eq!((version, blobs), (5, 1));
+}
+
+/// A PostgreSQL schema written by version 1 (before refs) is brought forward likewise.
+#[test]
+fn a_version_1_postgres_schema_gains_image_refs() {
+    let Some((place, _)) = Place::fresh(Backend::Postgres) else { return };
+    let Place::Postgres { url, schema } = &place else { unreachable!() };
+    let (bytes, data) = png(100, 2);
+    let mut s = Server::at(&place, Framing::Ndjson, &[]);
+    s.call("session/create", json!({"session_id": "old"}));
+    s.call("session/add_user", json!({"session_id": "old", "text": "pic", "images": [data]}));
+    assert_eq!(s.finish().code(), Some(0));
+    crate::postgres::psql(
+        url,
+        &format!(
+            "DROP INDEX {schema}.blobs_by_ref; ALTER TABLE {schema}.blobs DROP COLUMN ref, DROP COLUMN media_type, \
+             DROP COLUMN bytes; UPDATE {schema}.meta SET version = 1"
+        ),
+    );
+    let mut s = Server::at(&place, Framing::Ndjson, &[]);
+    let r = reference(&bytes);
+    assert_eq!(s.call("session/image", json!({"ref": r})), json!({"data": data, "media_type": "image/png"}));
+    assert_eq!(s.finish().code(), Some(0));
+    assert_eq!(crate::postgres::psql(url, &format!("SELECT version FROM {schema}.meta")), "2");
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::harness::{Framing, Place, Server, fresh_schema, json, postgres_url};
 
 /// Runs SQL through psql (installed with the server) and returns what it printed.
-fn psql(url: &str, sql: &str) -> String {
+pub fn psql(url: &str, sql: &str) -> String {
     let out = Command::new("psql").args([url, "-XAtq", "-v", "ON_ERROR_STOP=1", "-c", sql]).output().expect("psql");
     assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
@@ -60,7 +60,7 @@ fn a_schema_is_created_migrated_and_refused_when_newer() {
     let mut s = Server::at(&place, Framing::Ndjson, &[]);
     s.call("session/create", json!({"session_id": "kept"}));
     s.finish();
-    assert_eq!(psql(&url, &format!("SELECT version FROM {schema}.meta")), "1");
+    assert_eq!(psql(&url, &format!("SELECT version FROM {schema}.meta")), "2");
     assert_eq!(psql(&url, &format!("SELECT session_id FROM {schema}.sessions")), "kept");
 
     psql(&url, &format!("UPDATE {schema}.meta SET version = 99"));
@@ -112,7 +112,7 @@ fn convo_store_names_the_store() {
     drop(stdin);
     let out = child.wait_with_output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains(r#""store":"postgres""#));
-    assert_eq!(psql(&url, &format!("SELECT version FROM {schema}.meta")), "1");
+    assert_eq!(psql(&url, &format!("SELECT version FROM {schema}.meta")), "2");
 }
 
 /// PostgreSQL itself restarts while convo writes: the requests in flight get 1006, convo

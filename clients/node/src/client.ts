@@ -322,6 +322,11 @@ export class ConvoClient {
     return this.request("session/rewind", params, options);
   }
 
+  /** `session/image`: the image a ref (as `images: "ref"` shows it) names. */
+  image(params: P.SessionImageParams, options?: CallOptions): Promise<P.SessionImageResult> {
+    return this.request("session/image", params, options);
+  }
+
   /** `session/to_dict`: `{session_id, system, cwd, messages}`, for `fromDict` or the agent library. */
   toDict(params: P.SessionToDictParams, options?: CallOptions): Promise<P.Dict> {
     return this.request("session/to_dict", params, options);
@@ -513,6 +518,7 @@ export const CLIENT_METHODS = {
   "session/fork": "fork",
   "session/clear": "clear",
   "session/rewind": "rewind",
+  "session/image": "image",
   "session/to_dict": "toDict",
   "session/from_dict": "fromDict",
   "session/export": "export",

@@ -26,7 +26,8 @@ export type Message = {
   name: string | null;
   tool_call_id: string | null;
   tool_calls: ToolCall[] | null;
-  images: string[] | null;
+  /** Base64, or with `images: "ref"` an ImageRef each. */
+  images: Array<string | ImageRef> | null;
   metadata: Record<string, unknown> | null;
   /** RFC 3339 in one canonical form: UTC, upper-case T and Z, exactly six digits of fraction (2024-01-01T10:00:00.000000Z), so that stamps sort as text. */
   created_at: string;
@@ -39,7 +40,10 @@ export type MessageInput = {
   name?: string | null;
   tool_call_id?: string | null;
   tool_calls?: ToolCall[] | null;
-  images?: string[] | null;
+  images?: Array<string | {
+    ref: string;
+    [member: string]: unknown;
+  }> | null;
   metadata?: Record<string, unknown> | null;
   [member: string]: unknown;
 };
@@ -110,7 +114,10 @@ export type DictInput = {
     name?: string | null;
     tool_call_id?: string | null;
     tool_calls?: ToolCall[] | null;
-    images?: string[] | null;
+    images?: Array<string | {
+      ref: string;
+      [member: string]: unknown;
+    }> | null;
     metadata?: Record<string, unknown> | null;
     /** RFC 3339: YYYY-MM-DD, T (or t, or a space), HH:MM:SS, an optional fraction of at most 9 digits, then Z (or z) or +HH:MM / -HH:MM (hours 00-23, minutes 00-59); a real date, no leap second. Stored in the canonical form: converted to UTC, the fraction cut to microseconds. Anything else is -32602. */
     created_at?: string;
@@ -202,6 +209,18 @@ export type JsonAnswer = {
   revision: number;
 };
 
+/** An image shown by reference (`images: "ref"`): `ref` is `sha256:` and the lowercase hex digest of the decoded bytes, store-wide; `session/image` gives the data back. */
+export type ImageRef = {
+  ref: ImageRefString;
+  media_type: string;
+  bytes: number;
+};
+
+export type ImageRefString = string;
+
+/** How images are shown: base64 as stored (`inline`), or each as an ImageRef (`ref`; in `session/export`, `{ref}` where the body would hold base64). */
+export type Images = "inline" | "ref";
+
 /** Params of `initialize`. */
 export type InitializeParams = Record<string, unknown>;
 
@@ -290,7 +309,11 @@ export type SessionDeleteManyResult = {
 export type SessionAddUserParams = {
   session_id: SessionId;
   text: string;
-  images?: string[] | null;
+  /** Base64 strings, or `{ref}` objects naming images the store holds (unknown: -32602). */
+  images?: Array<string | {
+    ref: string;
+    [member: string]: unknown;
+  }>;
   /** Fail with 1003 and change nothing unless the session's revision is this. */
   expected_revision?: number;
 };
@@ -354,6 +377,8 @@ export type SessionHistoryParams = {
   limit?: number;
   /** Add `draft`: the session's stream in progress (null when none). */
   include_draft?: boolean;
+  /** `ref`: each image as `{ref, media_type, bytes}` instead of its base64. */
+  images?: Images;
 };
 
 /** Result of `session/history`: History. */
@@ -407,8 +432,26 @@ export type SessionRewindResult = {
   archived_session_id: SessionId | null;
 };
 
+/** Params of `session/image`. */
+export type SessionImageParams = {
+  /** `sha256:` and 64 lowercase hex digits, as `images: "ref"` shows it. */
+  ref: string;
+};
+
+/** Result of `session/image`: ImageData. */
+export type SessionImageResult = {
+  /** The image as it was given. */
+  data: string;
+  /** Read from its first bytes; `application/octet-stream` when unknown. */
+  media_type: string;
+};
+
 /** Params of `session/to_dict`. */
-export type SessionToDictParams = SessionGetParams;
+export type SessionToDictParams = {
+  session_id: SessionId;
+  /** `ref`: each image as `{ref, media_type, bytes}` instead of its base64. */
+  images?: Images;
+};
 
 /** Result of `session/to_dict`: Dict. */
 export type SessionToDictResult = Dict;
@@ -432,6 +475,8 @@ export type SessionExportParams = {
   session_id: SessionId;
   format: Format;
   repair?: boolean;
+  /** `ref`: `{ref}` where the body would hold an image's base64 (an OpenAI data URL, an Anthropic `source.data`, a Gemini `inline_data.data`). */
+  images?: Images;
 };
 
 /** Result of `session/export`: Exported. */
@@ -585,6 +630,8 @@ export interface Methods {
   "session/clear": { params: SessionClearParams; result: SessionClearResult };
   /** Undoes the last turns: drops every message after `to_message_id`. A tool-call group is never split: the tool results that directly follow the message stay (rewinding to an assistant message with `tool_calls`, or to one of its results, keeps the whole group). With `archive: true` the history as it was before the rewind is first kept as a new session (a fork, O(1) whatever the history's length), whose id is returned. Nothing to drop (the message is the last, or only its group's results follow) changes nothing: `removed` 0, the revision unchanged, no archive. Watchers see `rewound` (and `created` for the archive). */
   "session/rewind": { params: SessionRewindParams; result: SessionRewindResult };
+  /** The image a ref names (refs are store-wide: any session's image). An unknown or malformed ref is -32602. */
+  "session/image": { params: SessionImageParams; result: SessionImageResult };
   /** The whole session as one value, which session/from_dict accepts. A session of more than 100,000 messages is 1005 (page it with session/history). */
   "session/to_dict": { params: SessionToDictParams; result: SessionToDictResult };
   /** Imports a session: session/to_dict's output, or the generic agent library's to_dict (`system_prompt` may stand for `system`). A dangling call in the middle gets cancelled results; a result with no open call fails the import with 1004, or is dropped with `repair`. At most 100,000 messages (1005). */
@@ -629,6 +676,7 @@ export const METHOD_NAMES = [
   "session/fork",
   "session/clear",
   "session/rewind",
+  "session/image",
   "session/to_dict",
   "session/from_dict",
   "session/export",

@@ -142,8 +142,12 @@ def test_every_method_sync(client: convo.Client) -> None:
     assert c.clear("f")["removed"] == 1
     first = c.add_user("f", "one")["message_id"]
     c.add_user("f", "two")
+    c.add_user("f", "pic", images=[PNG])
+    ref = c.history("f", images="ref", offset=2)["messages"][0]["images"][0]["ref"]
+    assert c.image(ref) == {"data": PNG, "media_type": "image/png"}
+    assert ref in json.dumps(c.to_dict("f", images="ref")) and ref in json.dumps(c.export("f", images="ref"))
     rewound = c.rewind("f", first, archive=True)
-    assert rewound["removed"] == 1 and c.get(rewound["archived_session_id"])["message_count"] == 2
+    assert rewound["removed"] == 2 and c.get(rewound["archived_session_id"])["message_count"] == 3
     d = c.to_dict("s")
     d["session_id"] = "s2"
     assert c.from_dict(d)["message_count"] == 5

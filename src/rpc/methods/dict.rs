@@ -7,12 +7,22 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::error::Result;
-use crate::ops::{Call, DictData, Imported, SessionDict};
-use crate::rpc::methods::{Ctx, SessionParams};
+use crate::ops::{Call, DictData, Imported, SessionDict, refs_in_messages};
+use crate::rpc::methods::Ctx;
+use crate::rpc::methods::history::Reply;
+use crate::session::image::Images;
 use crate::session::{Fields, MessageInput, SessionId, empty_table};
 
-pub async fn to_dict(ctx: Arc<Ctx>, p: SessionParams, _: Arc<Call>) -> Result<SessionDict> {
-    ctx.ops.to_dict(p.session_id.as_str()).await
+#[derive(Deserialize)]
+pub struct ToDictParams {
+    session_id: SessionId,
+    #[serde(default)]
+    images: Images,
+}
+
+pub async fn to_dict(ctx: Arc<Ctx>, p: ToDictParams, _: Arc<Call>) -> Result<Reply<SessionDict>> {
+    let dict = ctx.ops.to_dict(p.session_id.as_str()).await?;
+    Reply::with_images(dict, p.images, |v| refs_in_messages(&mut v["messages"]))
 }
 
 #[derive(Deserialize)]

@@ -1,13 +1,36 @@
-//! History management (protocol section 9): rewind.
+//! History management (protocol section 9): rewind, images by reference.
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
-use crate::ops::Call;
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::ops::{Call, ImageData};
 use crate::rpc::methods::Ctx;
 use crate::session::SessionId;
+use crate::session::image::Images;
+
+/// A reply as the operation made it, or (with `images: "ref"`) rewritten to show images
+/// by reference.
+#[derive(Serialize, Clone)]
+#[serde(untagged)]
+pub enum Reply<T> {
+    Made(T),
+    Rewritten(Value),
+}
+
+impl<T: Serialize> Reply<T> {
+    pub fn with_images(made: T, images: Images, rewrite: impl FnOnce(&mut Value)) -> Result<Self> {
+        if images == Images::Inline {
+            return Ok(Reply::Made(made));
+        }
+        let mut value = serde_json::to_value(made).map_err(|e| Error::Internal(e.to_string()))?;
+        rewrite(&mut value);
+        Ok(Reply::Rewritten(value))
+    }
+}
 
 #[derive(Deserialize)]
 pub struct RewindParams {
@@ -29,4 +52,14 @@ pub struct Rewound {
 pub async fn rewind(ctx: Arc<Ctx>, p: RewindParams, _: Arc<Call>) -> Result<Rewound> {
     let done = ctx.ops.store.rewind(p.session_id.as_str(), &p.to_message_id, p.archive, p.expected_revision).await?;
     Ok(Rewound { removed: done.removed, revision: done.revision, archived_session_id: done.archived_session_id })
+}
+
+#[derive(Deserialize)]
+pub struct ImageParams {
+    #[serde(rename = "ref")]
+    reference: String,
+}
+
+pub async fn image(ctx: Arc<Ctx>, p: ImageParams, _: Arc<Call>) -> Result<ImageData> {
+    ctx.ops.image(&p.reference).await
 }

@@ -4,7 +4,7 @@
 //! result that serializes to the documented shape.
 
 mod dict;
-mod history;
+pub(crate) mod history;
 mod lifecycle;
 mod messages;
 mod param_errors;
@@ -125,6 +125,7 @@ pub fn module(ctx: Ctx) -> Registry {
     t.add("session/fork", Fork, Inline, sessions::fork);
     t.add("session/clear", Session, Inline, sessions::clear);
     t.add("session/rewind", Session, PoolWrites, history::rewind);
+    t.add("session/image", Barrier, Pool, history::image);
     t.add("session/add_user", Session, Inline, messages::add_user);
     t.add("session/add_assistant", Session, Inline, messages::add_assistant);
     t.add("session/add_tool_result", Session, Inline, messages::add_tool_result);

@@ -508,6 +508,11 @@ impl Store for PostgresStore {
         .await
     }
 
+    async fn image(&self, reference: &str) -> Result<Option<String>> {
+        let db = self.connections.get().await?;
+        rows::image(&db, reference).await
+    }
+
     async fn flush(&self) -> Result<()> {
         // Every reply was sent after its commit: nothing acknowledged waits.
         Ok(())

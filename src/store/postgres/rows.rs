@@ -9,6 +9,7 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 use crate::error::{Error, Result};
+use crate::session::image::describe;
 use crate::session::{Draft, Message, Role, SessionInfo, role_name};
 use crate::store::postgres::schema::pg;
 use crate::store::row::{SessionRow, parse_role};
@@ -187,16 +188,28 @@ pub async fn insert_message(db: &Db, segment: i64, seq: u64, m: &Message) -> Res
     .map(drop)
 }
 
-/// Stores an image once, however many messages carry it; returns its hash.
+/// Stores an image once, however many messages carry it, with its ref
+/// (`session::image`); returns its hash.
 async fn store_blob(db: &Db, image: &str) -> Result<String> {
     let hash = hex(&Sha256::digest(image.as_bytes()));
-    execute(
-        db,
-        "INSERT INTO blobs (hash, data, refs) VALUES ($1, $2, 1) ON CONFLICT (hash) DO UPDATE SET refs = blobs.refs + 1",
-        &[&hash, &image],
-    )
-    .await?;
+    let counted = execute(db, "UPDATE blobs SET refs = refs + 1 WHERE hash = $1", &[&hash]).await?;
+    if counted == 0 {
+        let d = describe(image);
+        execute(
+            db,
+            "INSERT INTO blobs (hash, data, refs, ref, media_type, bytes) VALUES ($1, $2, 1, $3, $4, $5) \
+             ON CONFLICT (hash) DO UPDATE SET refs = blobs.refs + 1",
+            &[&hash, &image, &d.reference, &d.media_type, &(d.bytes as i64)],
+        )
+        .await?;
+    }
     Ok(hash)
+}
+
+/// The image whose ref is `reference`.
+pub async fn image(db: &Db, reference: &str) -> Result<Option<String>> {
+    let row = query_opt(db, "SELECT data FROM blobs WHERE ref = $1 LIMIT 1", &[&reference]).await?;
+    row.map(|r| r.try_get(0).map_err(corrupt)).transpose()
 }
 
 fn hex(bytes: &[u8]) -> String {

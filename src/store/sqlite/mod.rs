@@ -428,6 +428,11 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn image(&self, reference: &str) -> Result<Option<String>> {
+        let reference = reference.to_owned();
+        self.read(move |c| rows::image(c, &reference)).await
+    }
+
     async fn flush(&self) -> Result<()> {
         // Everything queued before this has committed once it returns.
         self.writer.write(|_| Ok(())).await

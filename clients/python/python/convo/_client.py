@@ -84,6 +84,7 @@ METHODS: dict[str, str] = {
     "session/fork": "fork",
     "session/clear": "clear",
     "session/rewind": "rewind",
+    "session/image": "image",
     "session/to_dict": "to_dict",
     "session/from_dict": "from_dict",
     "session/export": "export",
@@ -646,7 +647,7 @@ class AsyncClient:
         self,
         session_id: str,
         text: Any,
-        images: Sequence[str] | None = None,
+        images: Sequence[str | Mapping[str, Any]] | None = None,
         *,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
@@ -721,9 +722,11 @@ class AsyncClient:
         offset: int | None = None,
         limit: int | None = None,
         include_draft: bool = False,
+        images: str | None = None,
     ) -> dict[str, Any]:
-        """``session/history`` → ``{messages, revision, repaired}`` (and ``draft``)."""
-        params = _params(session_id=session_id, offset=offset, limit=limit)
+        """``session/history`` → ``{messages, revision, repaired}`` (and ``draft``);
+        ``images="ref"`` shows each image as ``{ref, media_type, bytes}``."""
+        params = _params(session_id=session_id, offset=offset, limit=limit, images=images)
         if not repair:
             params["repair"] = False
         if include_draft:
@@ -785,8 +788,12 @@ class AsyncClient:
     async def clear(self, session_id: str, *, expected_revision: int | None = None) -> dict[str, Any]:
         return await self.request("session/clear", _params(session_id=session_id, expected_revision=expected_revision))
 
-    async def to_dict(self, session_id: str) -> dict[str, Any]:
-        return await self.request("session/to_dict", {"session_id": session_id})
+    async def to_dict(self, session_id: str, *, images: str | None = None) -> dict[str, Any]:
+        return await self.request("session/to_dict", _params(session_id=session_id, images=images))
+
+    async def image(self, ref: str) -> dict[str, Any]:
+        """``session/image`` → ``{data, media_type}``: the image a ref names."""
+        return await self.request("session/image", {"ref": ref})
 
     async def from_dict(
         self,
@@ -806,9 +813,11 @@ class AsyncClient:
             params["expected_revision"] = expected_revision
         return await self.request("session/from_dict", params)
 
-    async def export(self, session_id: str, format: str = "openai_chat", *, repair: bool = True) -> dict[str, Any]:
+    async def export(
+        self, session_id: str, format: str = "openai_chat", *, repair: bool = True, images: str | None = None
+    ) -> dict[str, Any]:
         """``{payload, warnings}``: the provider-ready request body parts."""
-        params: dict[str, Any] = {"session_id": session_id, "format": format}
+        params: dict[str, Any] = _params(session_id=session_id, format=format, images=images)
         if not repair:
             params["repair"] = False
         return await self.request("session/export", params)

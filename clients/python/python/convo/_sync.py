@@ -275,7 +275,7 @@ class Client:
         self,
         session_id: str,
         text: Any,
-        images: Sequence[str] | None = None,
+        images: Sequence[str | Mapping[str, Any]] | None = None,
         *,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
@@ -328,10 +328,17 @@ class Client:
         offset: int | None = None,
         limit: int | None = None,
         include_draft: bool = False,
+        images: str | None = None,
     ) -> dict[str, Any]:
         """``session/history`` → ``{messages, revision, repaired}`` (and ``draft``)."""
         return self._fast(
-            AsyncClient.history, session_id, repair=repair, offset=offset, limit=limit, include_draft=include_draft
+            AsyncClient.history,
+            session_id,
+            repair=repair,
+            offset=offset,
+            limit=limit,
+            include_draft=include_draft,
+            images=images,
         )
 
     def trim(
@@ -369,8 +376,12 @@ class Client:
     def clear(self, session_id: str, *, expected_revision: int | None = None) -> dict[str, Any]:
         return self._fast(AsyncClient.clear, session_id, expected_revision=expected_revision)
 
-    def to_dict(self, session_id: str) -> dict[str, Any]:
-        return self._fast(AsyncClient.to_dict, session_id)
+    def to_dict(self, session_id: str, *, images: str | None = None) -> dict[str, Any]:
+        return self._fast(AsyncClient.to_dict, session_id, images=images)
+
+    def image(self, ref: str) -> dict[str, Any]:
+        """``session/image`` → ``{data, media_type}``."""
+        return self._fast(AsyncClient.image, ref)
 
     def from_dict(
         self,
@@ -385,9 +396,11 @@ class Client:
             AsyncClient.from_dict, data, replace=replace, repair=repair, expected_revision=expected_revision
         )
 
-    def export(self, session_id: str, format: str = "openai_chat", *, repair: bool = True) -> dict[str, Any]:
+    def export(
+        self, session_id: str, format: str = "openai_chat", *, repair: bool = True, images: str | None = None
+    ) -> dict[str, Any]:
         """``{payload, warnings}``: the provider-ready request body parts."""
-        return self._fast(AsyncClient.export, session_id, format, repair=repair)
+        return self._fast(AsyncClient.export, session_id, format, repair=repair, images=images)
 
     def validate(self, session_id: str, format: str = "openai_chat") -> dict[str, Any]:
         return self._fast(AsyncClient.validate, session_id, format)
