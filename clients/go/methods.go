@@ -112,6 +112,12 @@ func (c *Client) Rewind(ctx context.Context, params RewindParams) (*Rewound, err
 	return call[Rewound](ctx, c, "session/rewind", params)
 }
 
+// Compact replaces the turns before the last KeepTurns with one summary message,
+// given or (Summarize) asked of the host's runtime (session/compact).
+func (c *Client) Compact(ctx context.Context, params CompactParams) (*Compacted, error) {
+	return call[Compacted](ctx, c, "session/compact", params)
+}
+
 // Image returns the image a ref names (session/image).
 func (c *Client) Image(ctx context.Context, params ImageParams) (*ImageData, error) {
 	return call[ImageData](ctx, c, "session/image", params)

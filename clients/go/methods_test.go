@@ -227,6 +227,10 @@ func TestEveryMethod(t *testing.T) {
 	if len(last.ImageRefs) != 1 || last.Images != nil || last.ImageRefs[0].MediaType != "image/png" {
 		t.Fatalf("history by ref: %+v", last)
 	}
+	cp := must[*convo.Compacted](t)(c.Compact(ctx, convo.CompactParams{SessionID: "demo-alt", KeepTurns: 1, Summary: convo.Ptr("earlier")}))
+	if cp.Removed != 1 || cp.SummaryMessageID == nil {
+		t.Fatalf("compact: %+v", cp)
+	}
 	img := must[*convo.ImageData](t)(c.Image(ctx, convo.ImageParams{Ref: last.ImageRefs[0].Ref}))
 	if img.Data != png || img.MediaType != "image/png" {
 		t.Fatalf("image: %+v", img)
@@ -247,6 +251,13 @@ func TestEveryMethod(t *testing.T) {
 		if *copied.Messages[i].ID != *d.Messages[i].ID || copied.Messages[i].CreatedAt != d.Messages[i].CreatedAt {
 			t.Fatalf("from_dict message %d: %+v", i, copied.Messages[i])
 		}
+	}
+	body := `{"model":"gpt-x","messages":[{"role":"system","content":"Sys."},{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}`
+	fromBody := must[*convo.Imported](t)(c.FromDict(ctx, convo.FromDictParams{
+		Data: json.RawMessage(body), Format: "openai_chat", SessionID: "demo-body",
+	}))
+	if fromBody.SessionID != "demo-body" || fromBody.MessageCount != 2 || str(fromBody.System) != "Sys." {
+		t.Fatalf("from_dict openai_chat: %+v", fromBody)
 	}
 	replaced := must[*convo.Imported](t)(c.FromDict(ctx, convo.FromDictParams{
 		Data:    json.RawMessage(`{"session_id":"demo-copy","system_prompt":"Be brief.","messages":[{"role":"tool","tool_call_id":"x","content":"stray"},{"role":"user","content":"hi"}]}`),

@@ -35,6 +35,7 @@ var clientMethods = map[string]string{
 	"session/clear":           "Clear",
 	"session/rewind":          "Rewind",
 	"session/image":           "Image",
+	"session/compact":         "Compact",
 	"session/to_dict":         "ToDict",
 	"session/from_dict":       "FromDict",
 	"session/export":          "Export",

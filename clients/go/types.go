@@ -551,6 +551,11 @@ type FromDictParams struct {
 	// Repair drops tool results with no open call (else 1004).
 	Repair           bool   `json:"repair,omitempty"`
 	ExpectedRevision *int64 `json:"expected_revision,omitempty"`
+	// Format reads Data as that provider's request body ("openai_chat",
+	// "anthropic_messages", "gemini_contents"): the inverse of Export.
+	Format string `json:"format,omitempty"`
+	// SessionID names the imported session, with Format only.
+	SessionID string `json:"session_id,omitempty"`
 }
 
 // Imported is session/from_dict's result: the session's record and what the import
@@ -571,6 +576,26 @@ type ExportParams struct {
 	Repair *bool `json:"repair,omitempty"`
 	// Images is "inline" (when empty) or ImagesRef ({ref} where base64 would be).
 	Images string `json:"images,omitempty"`
+}
+
+// CompactParams are session/compact's params: exactly one of Summary and Summarize.
+type CompactParams struct {
+	SessionID        string  `json:"session_id"`
+	KeepTurns        int     `json:"keep_turns"`
+	Summary          *string `json:"summary,omitempty"`
+	Summarize        bool    `json:"summarize,omitempty"`
+	Archive          bool    `json:"archive,omitempty"`
+	TimeoutMS        int64   `json:"timeout_ms,omitempty"`
+	ExpectedRevision *int64  `json:"expected_revision,omitempty"`
+}
+
+// Compacted is session/compact's result; SummaryMessageID is nil when nothing was
+// compacted.
+type Compacted struct {
+	Removed           int64   `json:"removed"`
+	Revision          int64   `json:"revision"`
+	SummaryMessageID  *string `json:"summary_message_id"`
+	ArchivedSessionID *string `json:"archived_session_id"`
 }
 
 // ImageParams are session/image's params.

@@ -4,6 +4,7 @@
 //! `session` through a `Store`; none knows JSON-RPC. The host (the program that owns the
 //! model) is seen as the `Host` trait, which `rpc` implements over the connection.
 
+mod compact;
 mod dict;
 mod host;
 mod images;
@@ -18,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{Error, Result};
 use crate::store::Store;
 
+pub use compact::Summary;
 pub use dict::{DictData, Imported, SessionDict};
 pub use host::{Failure, Host, RuntimeParams};
 pub use images::{ImageData, refs_in_messages, refs_in_payload};

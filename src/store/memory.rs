@@ -14,10 +14,10 @@ use crate::error::{Error, Result};
 use crate::session::image;
 use crate::session::{
     Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, Tail, check_revision,
-    new_session_id, now, plan_append, rewind_keeps, turns_cut,
+    compaction_message, new_session_id, now, plan_append, rewind_keeps, turns_cut,
 };
 use crate::store::feed::{Change, ChangeKind, Feed, Watcher};
-use crate::store::{Appended, Doomed, HistoryPage, Removed, Rewound, Store};
+use crate::store::{Appended, Compacted, Doomed, HistoryPage, Removed, Rewound, Store};
 
 #[derive(Default)]
 pub struct MemoryStore {
@@ -69,6 +69,13 @@ impl History {
     fn index_of(&self, id: &str) -> Option<usize> {
         let at = usize::try_from(self.positions.get(id)?.checked_sub(self.first)?).ok()?;
         (self.messages.get(at)?.id.as_deref() == Some(id)).then_some(at)
+    }
+
+    fn push_shared(&mut self, message: Arc<Message>) {
+        if let Some(id) = &message.id {
+            self.positions.insert(id.clone(), self.first + self.messages.len() as u64);
+        }
+        self.messages.push_back(message);
     }
 
     fn keep_oldest(&mut self, n: usize) {
@@ -371,6 +378,47 @@ impl Store for MemoryStore {
         entry.touch();
         self.publish(session_id, entry, ChangeKind::Rewound);
         Ok(Rewound { removed, revision: entry.revision, archived_session_id })
+    }
+
+    async fn compact(
+        &self,
+        session_id: &str,
+        keep_turns: u64,
+        summary: String,
+        archive: bool,
+        expected_revision: Option<u64>,
+    ) -> Result<Compacted> {
+        let mut sessions = self.lock();
+        let entry = sessions.get(session_id).ok_or_else(|| not_found(session_id))?;
+        check_revision(expected_revision, entry.revision)?;
+        let messages = &entry.history.messages;
+        let cut = turns_cut(messages.len(), entry.history.newest_first().map(|m| m.role), keep_turns);
+        if cut == 0 {
+            let revision = entry.revision;
+            return Ok(Compacted { removed: 0, revision, summary_message_id: None, archived_session_id: None });
+        }
+        let id_at = |i: usize| messages.get(i).and_then(|m| m.id.clone());
+        let summary = compaction_message(summary, cut as u64, id_at(0), id_at(cut - 1));
+        let summary_message_id = summary.id.clone();
+        let mut history = History::default();
+        self.index_images(&history.push(summary));
+        messages.iter().skip(cut).for_each(|m| history.push_shared(m.clone()));
+        let archived = archive.then(|| {
+            let last = messages.last().and_then(|m| m.id.clone());
+            let forked_from = ForkPoint { session_id: session_id.to_owned(), message_id: last };
+            Entry::new(entry.fields.clone(), entry.history.clone(), Some(forked_from))
+        });
+        let archived_session_id = archived.map(|archived| {
+            let id = new_session_id();
+            self.publish(&id, &archived, ChangeKind::Created);
+            sessions.insert(id.clone(), archived);
+            id
+        });
+        let entry = sessions.get_mut(session_id).ok_or_else(|| not_found(session_id))?;
+        entry.history = history;
+        entry.touch();
+        self.publish(session_id, entry, ChangeKind::Compacted);
+        Ok(Compacted { removed: cut as u64, revision: entry.revision, summary_message_id, archived_session_id })
     }
 
     async fn fork(

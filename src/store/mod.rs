@@ -45,6 +45,16 @@ pub struct Rewound {
     pub archived_session_id: Option<String>,
 }
 
+/// What a compaction did: the messages replaced, the new revision, the summary's id
+/// (none when nothing was compacted), and the archive of the history as it was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compacted {
+    pub removed: u64,
+    pub revision: u64,
+    pub summary_message_id: Option<String>,
+    pub archived_session_id: Option<String>,
+}
+
 /// The sessions `delete_many` deletes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Doomed {
@@ -123,6 +133,19 @@ pub trait Store: Send + Sync + 'static {
         archive: bool,
         expected_revision: Option<u64>,
     ) -> Result<Rewound>;
+
+    /// Replaces every turn before the last `keep_turns` (`session::turns_cut`: whole
+    /// turns, so never a split group) with one user message holding `summary`
+    /// (`session::compaction_message`); with `archive`, first keeps the history as it was
+    /// as a new session (O(1)). No more than `keep_turns` turns changes nothing.
+    async fn compact(
+        &self,
+        session_id: &str,
+        keep_turns: u64,
+        summary: String,
+        archive: bool,
+        expected_revision: Option<u64>,
+    ) -> Result<Compacted>;
 
     /// Drops every message, keeping the system prompt, cwd, title and metadata.
     async fn clear(&self, session_id: &str, expected_revision: Option<u64>) -> Result<Removed>;

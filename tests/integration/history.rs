@@ -1,5 +1,5 @@
 //! History management (protocol section 9): retention (`session/list` `updated_before`,
-//! `session/delete_many`), rewind, images by reference.
+//! `session/delete_many`), rewind, images by reference, compact.
 
 use std::time::Duration;
 
@@ -154,12 +154,151 @@ fn rewind_with_archive(s: &mut Server) {
     assert_eq!(stored(s, &second)[..7], before[..]);
 }
 
+/// Three turns, the second holding a tool-call group with two results.
+fn three_turns(s: &mut Server, id: &str) -> Vec<String> {
+    s.call("session/create", json!({"session_id": id, "system": "sys"}));
+    let calls = json!([{"id": "k1", "name": "f", "arguments": {}}, {"id": "k2", "name": "g", "arguments": {}}]);
+    vec![
+        add(s, "session/add_user", json!({"session_id": id, "text": "q1"})),
+        add(s, "session/add_assistant", json!({"session_id": id, "text": "a1"})),
+        add(s, "session/add_user", json!({"session_id": id, "text": "q2"})),
+        add(s, "session/add_assistant", json!({"session_id": id, "text": "", "tool_calls": calls})),
+        add(s, "session/add_tool_result", json!({"session_id": id, "tool_call_id": "k1", "content": "r1"})),
+        add(s, "session/add_tool_result", json!({"session_id": id, "tool_call_id": "k2", "content": "r2"})),
+        add(s, "session/add_user", json!({"session_id": id, "text": "q3"})),
+        add(s, "session/add_assistant", json!({"session_id": id, "text": "a3"})),
+    ]
+}
+
+fn compact_with_a_summary(s: &mut Server) {
+    let ids = three_turns(s, "c");
+    let before = stored(s, "c");
+    let params = json!({"session_id": "c", "keep_turns": 2, "summary": "asked q1", "archive": true});
+    let done = s.call("session/compact", params);
+    assert_eq!((&done["removed"], &done["revision"]), (&json!(2), &json!(9)));
+    let after = s.call("session/history", json!({"session_id": "c", "repair": false}))["messages"].clone();
+    let summary = &after[0];
+    assert_eq!((&summary["id"], &summary["role"]), (&done["summary_message_id"], &json!("user")));
+    assert_eq!(summary["content"], "asked q1");
+    let replaced = json!({"compaction": {"messages": 2, "first_message_id": ids[0], "last_message_id": ids[1]}});
+    assert_eq!(summary["metadata"], replaced);
+    let kept: Vec<Value> = after.as_array().unwrap()[1..].iter().map(|m| m["id"].clone()).collect();
+    assert_eq!(kept, ids[2..].iter().map(|i| json!(i)).collect::<Vec<_>>(), "the last two turns, ids kept");
+    let archive = done["archived_session_id"].as_str().unwrap().to_owned();
+    assert_eq!(stored(s, &archive), before);
+    let valid = s.call("session/validate", json!({"session_id": "c", "format": "openai_chat"}));
+    assert_eq!(valid["violations"], json!([]));
+    for format in ["anthropic_messages", "gemini_contents"] {
+        let body = s.call("session/export", json!({"session_id": "c", "format": format}))["payload"].clone();
+        let turns = body.get("messages").or(body.get("contents")).unwrap().as_array().unwrap().clone();
+        let first = turns[0].to_string();
+        assert!(first.contains("asked q1") && first.contains("q2"), "{format}: the summary merged into the next turn");
+    }
+
+    // Whole turns only: the group's turn goes whole.
+    let again = s.call("session/compact", json!({"session_id": "c", "keep_turns": 1, "summary": "earlier"}));
+    assert_eq!((&again["removed"], &again["archived_session_id"]), (&json!(5), &Value::Null));
+    let texts: Vec<Value> = stored(s, "c").into_iter().map(|(.., c)| c).collect();
+    assert_eq!(texts, [json!("earlier"), json!("q3"), json!("a3")]);
+    let nothing = s.call("session/compact", json!({"session_id": "c", "keep_turns": 2, "summary": "x"}));
+    assert_eq!(nothing, json!({"removed": 0, "revision": 10, "summary_message_id": null, "archived_session_id": null}));
+
+    s.fail("session/compact", json!({"session_id": "c", "keep_turns": 1}), -32602);
+    s.fail("session/compact", json!({"session_id": "c", "keep_turns": 1, "summary": "x", "summarize": true}), -32602);
+    s.fail("session/compact", json!({"session_id": "c", "keep_turns": 0, "summary": "x"}), -32602);
+    s.fail(
+        "session/compact",
+        json!({"session_id": "c", "keep_turns": 1, "summary": "x", "expected_revision": 3}),
+        1003,
+    );
+    s.fail("session/compact", json!({"session_id": "ghost", "keep_turns": 1, "summary": "x"}), 1001);
+}
+
+fn compact_asks_the_host_to_summarize(s: &mut Server) {
+    let ids = three_turns(s, "h");
+    let id = s.send_request("session/compact", json!({"session_id": "h", "keep_turns": 1, "summarize": true}));
+    let host = s.host_request(id, "runtime/run");
+    assert_eq!((&host["params"]["purpose"], &host["params"]["system"]), (&json!("summarize"), &json!("sys")));
+    let sent: Vec<Value> = host["params"]["messages"].as_array().unwrap().iter().map(|m| m["id"].clone()).collect();
+    assert_eq!(sent, ids[..6].iter().map(|i| json!(i)).collect::<Vec<_>>(), "the turns to summarise");
+    s.answer(&host["id"], json!({"text": "the user asked twice"}));
+    let done = s.result_of(id, "session/compact");
+    assert_eq!(done["removed"], 6);
+    let texts: Vec<Value> = stored(s, "h").into_iter().map(|(.., c)| c).collect();
+    assert_eq!(texts, [json!("the user asked twice"), json!("q3"), json!("a3")]);
+
+    // A failing host compacts nothing.
+    s.call("session/add_user", json!({"session_id": "h", "text": "q4"}));
+    let id = s.send_request("session/compact", json!({"session_id": "h", "keep_turns": 1, "summarize": true}));
+    let host = s.host_request(id, "runtime/run");
+    s.answer_error(&host["id"], json!({"code": -1, "message": "down"}));
+    let error = s.error_of(id, "session/compact", 1008);
+    assert_eq!(error["data"]["reason"], "error");
+    assert_eq!(stored(s, "h").len(), 4);
+}
+
+/// A provider body comes in through `from_dict` with its `format` and goes out again
+/// through `export` the same, on every store.
+fn import_from_provider_bodies(s: &mut Server) {
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+    let anthropic = json!({"model": "claude-x", "max_tokens": 100, "system": "Be brief.", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "What is this?"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Looking."},
+            {"type": "tool_use", "id": "t1", "name": "zoom", "input": {"x": 1}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a dot"},
+            {"type": "text", "text": "And?"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "A dot."}]},
+    ]});
+    let done =
+        s.call("session/from_dict", json!({"format": "anthropic_messages", "session_id": "claude", "data": anthropic}));
+    assert_eq!(
+        (&done["session_id"], &done["message_count"], &done["system"]),
+        (&json!("claude"), &json!(5), &json!("Be brief."))
+    );
+    let roles: Vec<Value> = stored(s, "claude").into_iter().map(|(_, role, _)| json!(role)).collect();
+    assert_eq!(roles, [json!("user"), json!("assistant"), json!("tool"), json!("user"), json!("assistant")]);
+    let mut want = anthropic.clone();
+    want.as_object_mut().unwrap().retain(|k, _| k == "system" || k == "messages");
+    let again = s.call("session/export", json!({"session_id": "claude", "format": "anthropic_messages"}));
+    assert_eq!(again["payload"], want);
+
+    let gemini = json!({"contents": [
+        {"role": "user", "parts": [{"text": "Weather?"}]},
+        {"role": "model", "parts": [{"functionCall": {"name": "weather", "args": {"city": "Oslo"}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"name": "weather", "response": {"content": "cold"}}}]},
+        {"role": "model", "parts": [{"text": "Cold."}]},
+    ]});
+    let done = s.call("session/from_dict", json!({"format": "gemini_contents", "data": gemini}));
+    let id = done["session_id"].as_str().unwrap().to_owned();
+    let again = s.call("session/export", json!({"session_id": id, "format": "gemini_contents"}));
+    assert_eq!(again["payload"], gemini);
+
+    let openai = json!({"messages": [{"role": "user", "content": "hi"}]});
+    s.fail("session/from_dict", json!({"session_id": "x", "data": openai}), -32602);
+    s.fail(
+        "session/from_dict",
+        json!({"format": "openai_chat", "data": {"messages": [{"role": "tool", "content": "?"}]}}),
+        -32602,
+    );
+    s.fail(
+        "session/from_dict",
+        json!({"format": "openai_chat", "data": {"messages": [{"role": "tool", "tool_call_id": "z", "content": "?"}]}}),
+        1004,
+    );
+    s.fail("session/from_dict", json!({"format": "openai_chat", "session_id": "claude", "data": openai}), 1002);
+    s.fail("session/from_dict", json!({"format": "cohere", "data": openai}), -32602);
+}
+
 crate::every_store!(
+    import_from_provider_bodies,
     list_updated_before,
     delete_many,
     rewind_keeps_groups_whole,
     rewind_with_archive,
-    images_by_reference
+    images_by_reference,
+    compact_with_a_summary,
+    compact_asks_the_host_to_summarize,
 );
 
 /// Another process never sees a `delete_many` half done.

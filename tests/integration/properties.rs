@@ -8,6 +8,7 @@
 //! - to_dict -> from_dict is the identity;
 //! - revisions only grow, by one per change; a refused request changes nothing;
 //! - rewind keeps a tool-call group whole, and its archive holds the history as it was;
+//!   compact never splits a group, and its result exports and validates like any other;
 //! - both stores answer alike, and hold alike;
 //! - every export, in every format, passes convo's own validator.
 
@@ -36,6 +37,8 @@ enum Op {
     Stale(u8),
     /// Rewind to the message at an index, with or without an archive.
     Rewind(u8, u8, bool),
+    /// Compact, keeping 1 to 3 turns, with or without an archive.
+    Compact(u8, u8, bool),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -52,6 +55,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<u8>().prop_map(Op::RoundTrip),
         1 => any::<u8>().prop_map(Op::Stale),
         2 => (any::<u8>(), any::<u8>(), any::<bool>()).prop_map(|(s, a, k)| Op::Rewind(s, a, k)),
+        1 => (any::<u8>(), 1..4u8, any::<bool>()).prop_map(|(s, k, a)| Op::Compact(s, k, a)),
     ]
 }
 
@@ -114,13 +118,18 @@ impl Subject {
     }
 }
 
-/// What the two stores must agree on: contents without ids and time stamps.
+/// What the two stores must agree on: contents without ids and time stamps (a
+/// compaction's metadata names ids: only its count is compared).
 fn normalized(dict: &Value) -> Value {
+    let metadata = |m: &Value| match m["metadata"].get("compaction") {
+        Some(c) => json!({"compaction": c["messages"]}),
+        None => m["metadata"].clone(),
+    };
     let messages: Vec<Value> = dict["messages"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|m| json!([m["role"], m["content"], m["tool_call_id"], m["tool_calls"], m["metadata"]]))
+        .map(|m| json!([m["role"], m["content"], m["tool_call_id"], m["tool_calls"], metadata(m)]))
         .collect();
     json!({"system": dict["system"], "messages": messages})
 }
@@ -332,6 +341,11 @@ impl Run {
                 let id = self.pick(s);
                 self.rewind(&id, at, archive);
                 return;
+            }
+            Op::Compact(s, keep, archive) => {
+                let id = self.pick(s);
+                let params = json!({"session_id": id, "keep_turns": keep, "summary": "so far", "archive": archive});
+                ("session/compact", params, id)
             }
             Op::Stale(s) => {
                 let id = self.pick(s);

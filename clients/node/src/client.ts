@@ -322,6 +322,13 @@ export class ConvoClient {
     return this.request("session/rewind", params, options);
   }
 
+  /** `session/compact`: replaces the turns before the last `keep_turns` with one summary
+   * message, given (`summary`) or asked of the host (`summarize: true`, through the
+   * `runtime` option's `run` with `purpose: "summarize"`). */
+  compact(params: P.SessionCompactParams, options?: CallOptions): Promise<P.SessionCompactResult> {
+    return this.request("session/compact", params, options);
+  }
+
   /** `session/image`: the image a ref (as `images: "ref"` shows it) names. */
   image(params: P.SessionImageParams, options?: CallOptions): Promise<P.SessionImageResult> {
     return this.request("session/image", params, options);
@@ -519,6 +526,7 @@ export const CLIENT_METHODS = {
   "session/clear": "clear",
   "session/rewind": "rewind",
   "session/image": "image",
+  "session/compact": "compact",
   "session/to_dict": "toDict",
   "session/from_dict": "fromDict",
   "session/export": "export",

@@ -432,6 +432,33 @@ export type SessionRewindResult = {
   archived_session_id: SessionId | null;
 };
 
+/** Params of `session/compact`. */
+export type SessionCompactParams = {
+  session_id: SessionId;
+  /** How many of the last turns stay as they are; 0 is -32602. */
+  keep_turns: number;
+  /** The summary. Exactly one of `summary` and `summarize: true` (else -32602). */
+  summary?: string;
+  /** Ask the host for the summary (its `text`, non-empty, else 1008 `invalid_response`). */
+  summarize?: boolean;
+  /** Keep the history as it was in a new session first (O(1)). */
+  archive?: boolean;
+  /** With `summarize`: how long to wait for the host. */
+  timeout_ms?: number;
+  /** Fail with 1003 and change nothing unless the session's revision is this. */
+  expected_revision?: number;
+};
+
+/** Result of `session/compact`: Compacted. */
+export type SessionCompactResult = {
+  /** How many messages the summary replaced (= metadata.compaction.messages). */
+  removed: number;
+  revision: number;
+  /** Null when nothing was compacted. */
+  summary_message_id: string | null;
+  archived_session_id: SessionId | null;
+};
+
 /** Params of `session/image`. */
 export type SessionImageParams = {
   /** `sha256:` and 64 lowercase hex digits, as `images: "ref"` shows it. */
@@ -459,7 +486,11 @@ export type SessionToDictResult = Dict;
 /** Params of `session/from_dict`. */
 export type SessionFromDictParams = {
   /** `[]` (an empty Lua table) is read as `{}` (an empty import), and so are its `metadata` and its messages' `metadata`. */
-  data: DictInput;
+  data: DictInput | Record<string, unknown>;
+  /** Read `data` as this provider's request body: its messages (or contents) and system prompt become the session's; a leading OpenAI `system` (or `developer`) message is the system prompt. Each tool result becomes a tool message, and a turn's items are split where export merged them, so session/export of the result in the same format gives back an equal body (up to key order). Gemini calls without ids get `call_<n>` ids; a response answers the oldest open call of its name. Items with no convo counterpart are kept as content parts of their type (a Gemini part's type is its key). */
+  format?: Format;
+  /** With `format` only (else -32602: our own dict carries its id in `data`): the imported session's id; a new one by default. */
+  session_id?: SessionId;
   /** Replace an existing session of that id, continuing its revision count. */
   replace?: boolean;
   repair?: boolean;
@@ -630,11 +661,13 @@ export interface Methods {
   "session/clear": { params: SessionClearParams; result: SessionClearResult };
   /** Undoes the last turns: drops every message after `to_message_id`. A tool-call group is never split: the tool results that directly follow the message stay (rewinding to an assistant message with `tool_calls`, or to one of its results, keeps the whole group). With `archive: true` the history as it was before the rewind is first kept as a new session (a fork, O(1) whatever the history's length), whose id is returned. Nothing to drop (the message is the last, or only its group's results follow) changes nothing: `removed` 0, the revision unchanged, no archive. Watchers see `rewound` (and `created` for the archive). */
   "session/rewind": { params: SessionRewindParams; result: SessionRewindResult };
+  /** Replaces every turn before the last `keep_turns` with one `user` message whose content is the summary and whose `metadata` is `{"compaction": {"messages", "first_message_id", "last_message_id"}}`. Whole turns only, so a tool-call group is never split; the kept messages keep their ids. The summary is given (`summary`) or asked of the host (`summarize: true`: `runtime/run` with `purpose: "summarize"` and the messages to summarise; the session is not held meanwhile, and if it changed the reply is 1003 with the host's answer in `data.response`). No more than `keep_turns` turns: `{removed: 0}` and nothing changes. The result passes `session/validate` with `openai_chat`; `export` in the formats that need alternating turns merges the summary into the next user turn. Watchers see `compacted` (and `created` for the archive). */
+  "session/compact": { params: SessionCompactParams; result: SessionCompactResult };
   /** The image a ref names (refs are store-wide: any session's image). An unknown or malformed ref is -32602. */
   "session/image": { params: SessionImageParams; result: SessionImageResult };
   /** The whole session as one value, which session/from_dict accepts. A session of more than 100,000 messages is 1005 (page it with session/history). */
   "session/to_dict": { params: SessionToDictParams; result: SessionToDictResult };
-  /** Imports a session: session/to_dict's output, or the generic agent library's to_dict (`system_prompt` may stand for `system`). A dangling call in the middle gets cancelled results; a result with no open call fails the import with 1004, or is dropped with `repair`. At most 100,000 messages (1005). */
+  /** Imports a session: session/to_dict's output, the generic agent library's to_dict (`system_prompt` may stand for `system`), or with `format` a provider's request body (the inverse of session/export). A dangling call in the middle gets cancelled results; a result with no open call fails the import with 1004, or is dropped with `repair`. At most 100,000 messages (1005). */
   "session/from_dict": { params: SessionFromDictParams; result: SessionFromDictResult };
   /** The provider-ready request body parts for `format`, from the history (repaired unless `repair` is false). Whatever had to change or could not be expressed (a placeholder user turn before a leading assistant turn, a system message moved to the top, turns merged, an empty message or an unsupported content part left out, an image of unknown type) is a warning. */
   "session/export": { params: SessionExportParams; result: SessionExportResult };
@@ -676,6 +709,7 @@ export const METHOD_NAMES = [
   "session/fork",
   "session/clear",
   "session/rewind",
+  "session/compact",
   "session/image",
   "session/to_dict",
   "session/from_dict",

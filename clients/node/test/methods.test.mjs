@@ -78,6 +78,10 @@ test("every protocol method, through its client method", async () => {
   const dict = await client.toDict({ session_id });
   const imported = await client.fromDict({ data: { ...dict, session_id: "copy" } });
   assert.deepEqual([imported.session_id, imported.message_count, imported.repaired], ["copy", dict.messages.length, { added: 0, dropped: 0 }]);
+  const body = (await client.export({ session_id: "copy", format: "gemini_contents" })).payload;
+  const back = await client.fromDict({ data: body, format: "gemini_contents", session_id: "from-body" });
+  assert.equal(back.session_id, "from-body");
+  assert.deepEqual((await client.export({ session_id: "from-body", format: "gemini_contents" })).payload, body);
   const first = /** @type {string} */ (dict.messages[0]?.id);
   const png = Buffer.from("\x89PNG\r\n\x1a\nabc", "latin1").toString("base64");
   await client.addUser({ session_id: "copy", text: "pic", images: [png] });
@@ -88,6 +92,8 @@ test("every protocol method, through its client method", async () => {
   const rewound = await client.rewind({ session_id: "copy", to_message_id: first, archive: true });
   assert.deepEqual([rewound.removed, rewound.revision], [dict.messages.length + 1, 3]);
   assert.equal((await client.getSession({ session_id: rewound.archived_session_id ?? "" })).message_count, dict.messages.length + 2);
+  const compacted = await client.compact({ session_id: rewound.archived_session_id ?? "", keep_turns: 1, summary: "earlier" });
+  assert.ok(compacted.removed > 0 && compacted.summary_message_id !== null);
   assert.deepEqual(await client.clear({ session_id: "copy" }), { removed: 1, revision: 4 });
   assert.deepEqual(await client.deleteSession({ session_id: "copy" }), { deleted: true });
   await client.createSession({ session_id: "gone" });

@@ -114,6 +114,10 @@ async def test_every_method_async() -> None:
         assert imported["repaired"] == {"added": 0, "dropped": 0}
         again = await c.from_dict(d, replace=True)
         assert again["revision"] == 1
+        body = (await c.export("copy", "anthropic_messages"))["payload"]
+        back = await c.from_dict(body, format="anthropic_messages", session_id="from-body")
+        assert back["session_id"] == "from-body"
+        assert (await c.export("from-body", "anthropic_messages"))["payload"] == body
         rep = await c.from_dict({"messages": [{"role": "tool", "tool_call_id": "x", "content": "?"}]}, repair=True)
         assert rep["repaired"]["dropped"] == 1
         assert (await c.clear("demo-alt"))["removed"] == 2
@@ -148,6 +152,8 @@ def test_every_method_sync(client: convo.Client) -> None:
     assert ref in json.dumps(c.to_dict("f", images="ref")) and ref in json.dumps(c.export("f", images="ref"))
     rewound = c.rewind("f", first, archive=True)
     assert rewound["removed"] == 2 and c.get(rewound["archived_session_id"])["message_count"] == 3
+    compacted = c.compact(rewound["archived_session_id"], 1, "earlier")
+    assert compacted["removed"] == 2 and compacted["summary_message_id"]
     d = c.to_dict("s")
     d["session_id"] = "s2"
     assert c.from_dict(d)["message_count"] == 5

@@ -1,17 +1,19 @@
 //! `session/to_dict` and `session/from_dict`: a whole session as one JSON value, in our
-//! own format or the generic agent library's.
+//! own format or the generic agent library's, or (`format`) a provider's request body.
 
 use std::sync::Arc;
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ops::{Call, DictData, Imported, SessionDict, refs_in_messages};
-use crate::rpc::methods::Ctx;
 use crate::rpc::methods::history::Reply;
+use crate::rpc::methods::{Ctx, is_empty_array, param_errors};
+use crate::session::export::Format;
 use crate::session::image::Images;
-use crate::session::{Fields, MessageInput, SessionId, empty_table};
+use crate::session::{Fields, MessageInput, SessionId, empty_table, import};
 
 #[derive(Deserialize)]
 pub struct ToDictParams {
@@ -27,8 +29,13 @@ pub async fn to_dict(ctx: Arc<Ctx>, p: ToDictParams, _: Arc<Call>) -> Result<Rep
 
 #[derive(Deserialize)]
 pub struct FromDictParams {
-    #[serde(deserialize_with = "empty_table::object")]
-    data: DictInput,
+    /// Read once `format` is known: our own dict, or a provider's request body.
+    data: Box<RawValue>,
+    #[serde(default)]
+    format: Option<Format>,
+    /// With `format` only: the id the imported session gets.
+    #[serde(default)]
+    session_id: Option<SessionId>,
     #[serde(default)]
     replace: bool,
     #[serde(default)]
@@ -58,11 +65,44 @@ struct DictInput {
 }
 
 pub async fn from_dict(ctx: Arc<Ctx>, p: FromDictParams, _: Arc<Call>) -> Result<Imported> {
-    let d = p.data;
-    let data = DictData {
-        session_id: d.session_id.map(SessionId::into_string),
-        fields: Fields { system: d.system.or(d.system_prompt), cwd: d.cwd, title: d.title, metadata: d.metadata },
-        messages: d.messages.unwrap_or_default(),
+    // A Lua host writes an empty table as `[]`: read as `{}`.
+    let raw = if is_empty_array(p.data.get()) { "{}" } else { p.data.get() };
+    let data = match (p.format, p.session_id) {
+        (None, Some(_)) => return Err(Error::invalid("session_id: give it inside `data` (or with a `format`)")),
+        (None, None) => {
+            let parsed = serde_path_to_error::deserialize::<_, DictInput>(&mut serde_json::Deserializer::from_str(raw));
+            let d = parsed.map_err(|e| {
+                let path = match e.path().to_string() {
+                    root if root == "." => "data".to_owned(),
+                    path => format!("data.{path}"),
+                };
+                param_errors::describe(raw, &path, e.into_inner())
+            })?;
+            DictData {
+                session_id: d.session_id.map(SessionId::into_string),
+                fields: Fields {
+                    system: d.system.or(d.system_prompt),
+                    cwd: d.cwd,
+                    title: d.title,
+                    metadata: d.metadata,
+                },
+                messages: d.messages.unwrap_or_default(),
+            }
+        }
+        (Some(format), session_id) => {
+            let body: Value = serde_json::from_str(raw).map_err(|e| param_errors::describe(raw, "data", e))?;
+            let body = import::import(format, &body)?;
+            let messages = body
+                .messages
+                .into_iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    MessageInput::deserialize(m).map_err(|e| Error::invalid(format!("data: message {i} as read: {e}")))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let fields = Fields { system: body.system, ..Fields::default() };
+            DictData { session_id: session_id.map(SessionId::into_string), fields, messages }
+        }
     };
     ctx.ops.from_dict(data, p.replace, p.repair, p.expected_revision).await
 }

@@ -22,12 +22,12 @@ use futures_util::future::BoxFuture;
 
 use crate::error::{Error, Result};
 use crate::session::{
-    Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, check_revision, new_session_id,
-    plan_append,
+    Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, check_revision,
+    compaction_message, new_session_id, plan_append,
 };
 use crate::store::feed::{ChangeKind, Feed, Watcher};
 use crate::store::row::{SessionRow, Span, fork_parent, new_info, touched};
-use crate::store::{Appended, Doomed, HistoryPage, Removed, Rewound, Store};
+use crate::store::{Appended, Compacted, Doomed, HistoryPage, Removed, Rewound, Store};
 pub use schema::check_name as check_schema_name;
 use schema::pg;
 
@@ -217,6 +217,51 @@ async fn rewind_in(
     put(db, schema, ChangeKind::Rewound, &row).await?;
     chain::reclaim(db, old).await?;
     Ok(Rewound { removed, revision: row.info.revision, archived_session_id })
+}
+
+/// `Store::compact` inside a write transaction, as the SQLite store does it: the summary
+/// and the kept turns go to a new segment; the old one stays whole for the archive, or is
+/// reclaimed.
+async fn compact_in(
+    db: &Db,
+    schema: &str,
+    id: &str,
+    keep_turns: u64,
+    summary: String,
+    archive: bool,
+    expected_revision: Option<u64>,
+) -> Result<Compacted> {
+    let row = rows::require_session(db, id, true).await?;
+    check_revision(expected_revision, row.info.revision)?;
+    let spans = spans_of(db, &row).await?;
+    let cut = chain::turns_cut(db, &spans, row.len - row.start, keep_turns).await?;
+    if cut == 0 || keep_turns == 0 {
+        let revision = row.info.revision;
+        return Ok(Compacted { removed: 0, revision, summary_message_id: None, archived_session_id: None });
+    }
+    let first = chain::id_at(db, &spans, row.start).await?;
+    let last = chain::id_at(db, &spans, row.start + cut - 1).await?;
+    let summary = compaction_message(summary, cut, first, last);
+    let summary_message_id = summary.id.clone();
+    let mut messages = vec![summary];
+    messages.extend(chain::read(db, &spans, row.start + cut, row.len).await?);
+    let archived_session_id = if archive {
+        let last = chain::id_at(db, &spans, row.len - 1).await?;
+        let forked_from = ForkPoint { session_id: id.to_owned(), message_id: last };
+        let info = new_info(new_session_id(), row.fields(), Some(forked_from), row.len - row.start);
+        let archived = SessionRow { info, segment: row.segment, start: row.start, len: row.len };
+        put(db, schema, ChangeKind::Created, &archived).await?;
+        Some(archived.info.session_id)
+    } else {
+        None
+    };
+    let old = row.segment;
+    let mut row = touched(row);
+    (row.segment, row.start, row.len) = (chain::new_segment(db, None, 0).await?, 0, messages.len() as u64);
+    insert_all(db, row.segment, 0, &messages).await?;
+    put(db, schema, ChangeKind::Compacted, &row).await?;
+    chain::reclaim(db, old).await?;
+    Ok(Compacted { removed: cut, revision: row.info.revision, summary_message_id, archived_session_id })
 }
 
 /// `Store::append` inside a write transaction.
@@ -412,6 +457,22 @@ impl Store for PostgresStore {
         self.write(move |db, schema| {
             let (id, to) = (id.clone(), to.clone());
             Box::pin(async move { rewind_in(db, &schema, &id, &to, archive, expected_revision).await })
+        })
+        .await
+    }
+
+    async fn compact(
+        &self,
+        session_id: &str,
+        keep_turns: u64,
+        summary: String,
+        archive: bool,
+        expected_revision: Option<u64>,
+    ) -> Result<Compacted> {
+        let id = session_id.to_owned();
+        self.write(move |db, schema| {
+            let (id, summary) = (id.clone(), summary.clone());
+            Box::pin(async move { compact_in(db, &schema, &id, keep_turns, summary, archive, expected_revision).await })
         })
         .await
     }

@@ -23,12 +23,12 @@ use rusqlite::{Connection, params};
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 use crate::session::{
-    Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, check_revision, new_session_id,
-    plan_append,
+    Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, check_revision,
+    compaction_message, new_session_id, plan_append,
 };
 use crate::store::feed::{ChangeKind, Feed, Watcher};
 use crate::store::row::{new_info, touched};
-use crate::store::{Appended, Doomed, HistoryPage, Removed, Rewound, Store};
+use crate::store::{Appended, Compacted, Doomed, HistoryPage, Removed, Rewound, Store};
 use chain::Span;
 use rows::{SESSION_COLUMNS, SessionRow, require_session};
 pub use schema::Settings;
@@ -168,6 +168,51 @@ fn rewind_in(c: &Connection, id: &str, to: &str, archive: bool, expected_revisio
     put(c, ChangeKind::Rewound, &row)?;
     chain::reclaim(c, old)?;
     Ok(Rewound { removed, revision: row.info.revision, archived_session_id })
+}
+
+/// Keeps the whole history as a new session on the session's segment, which the
+/// session is about to leave: a fork in O(1).
+fn archive_in(c: &Connection, row: &SessionRow, spans: &[Span]) -> Result<String> {
+    let last = chain::id_at(c, spans, row.len - 1)?;
+    let forked_from = ForkPoint { session_id: row.info.session_id.clone(), message_id: last };
+    let info = new_info(new_session_id(), row.fields(), Some(forked_from), row.len - row.start);
+    let archived = SessionRow { info, segment: row.segment, start: row.start, len: row.len };
+    put(c, ChangeKind::Created, &archived)?;
+    Ok(archived.info.session_id)
+}
+
+/// `Store::compact` inside a write transaction: the summary and the kept turns are
+/// written to a new segment (the kept messages are copied, the replaced ones are not
+/// read); the old segment stays whole for the archive, or is reclaimed.
+fn compact_in(
+    c: &Connection,
+    id: &str,
+    keep_turns: u64,
+    summary: String,
+    archive: bool,
+    expected_revision: Option<u64>,
+) -> Result<Compacted> {
+    let row = require_session(c, id)?;
+    check_revision(expected_revision, row.info.revision)?;
+    let spans = spans_of(c, &row)?;
+    let cut = chain::turns_cut(c, &spans, row.len - row.start, keep_turns)?;
+    if cut == 0 || keep_turns == 0 {
+        let revision = row.info.revision;
+        return Ok(Compacted { removed: 0, revision, summary_message_id: None, archived_session_id: None });
+    }
+    let (first, last) = (chain::id_at(c, &spans, row.start)?, chain::id_at(c, &spans, row.start + cut - 1)?);
+    let summary = compaction_message(summary, cut, first, last);
+    let summary_message_id = summary.id.clone();
+    let mut messages = vec![summary];
+    messages.extend(chain::read(c, &spans, row.start + cut, row.len)?);
+    let archived_session_id = if archive { Some(archive_in(c, &row, &spans)?) } else { None };
+    let old = row.segment;
+    let mut row = touched(row);
+    (row.segment, row.start, row.len) = (chain::new_segment(c, None, 0)?, 0, messages.len() as u64);
+    insert_all(c, row.segment, 0, &messages)?;
+    put(c, ChangeKind::Compacted, &row)?;
+    chain::reclaim(c, old)?;
+    Ok(Compacted { removed: cut, revision: row.info.revision, summary_message_id, archived_session_id })
 }
 
 /// `Store::append` inside a write transaction.
@@ -341,6 +386,18 @@ impl Store for SqliteStore {
     ) -> Result<Rewound> {
         let (id, to) = (session_id.to_owned(), to_message_id.to_owned());
         self.writer.write(move |c| rewind_in(c, &id, &to, archive, expected_revision)).await
+    }
+
+    async fn compact(
+        &self,
+        session_id: &str,
+        keep_turns: u64,
+        summary: String,
+        archive: bool,
+        expected_revision: Option<u64>,
+    ) -> Result<Compacted> {
+        let id = session_id.to_owned();
+        self.writer.write(move |c| compact_in(c, &id, keep_turns, summary, archive, expected_revision)).await
     }
 
     async fn clear(&self, session_id: &str, expected_revision: Option<u64>) -> Result<Removed> {

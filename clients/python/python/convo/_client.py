@@ -85,6 +85,7 @@ METHODS: dict[str, str] = {
     "session/clear": "clear",
     "session/rewind": "rewind",
     "session/image": "image",
+    "session/compact": "compact",
     "session/to_dict": "to_dict",
     "session/from_dict": "from_dict",
     "session/export": "export",
@@ -791,6 +792,33 @@ class AsyncClient:
     async def to_dict(self, session_id: str, *, images: str | None = None) -> dict[str, Any]:
         return await self.request("session/to_dict", _params(session_id=session_id, images=images))
 
+    async def compact(
+        self,
+        session_id: str,
+        keep_turns: int,
+        summary: str | None = None,
+        *,
+        summarize: bool | None = None,
+        archive: bool | None = None,
+        timeout_ms: int | None = None,
+        expected_revision: int | None = None,
+    ) -> dict[str, Any]:
+        """``session/compact`` → ``{removed, revision, summary_message_id, archived_session_id}``:
+        the turns before the last ``keep_turns`` replaced by ``summary``, or by one the
+        runtime writes (``summarize=True``, ``purpose: "summarize"``)."""
+        return await self.request(
+            "session/compact",
+            _params(
+                session_id=session_id,
+                keep_turns=keep_turns,
+                summary=summary,
+                summarize=summarize,
+                archive=archive,
+                timeout_ms=timeout_ms,
+                expected_revision=expected_revision,
+            ),
+        )
+
     async def image(self, ref: str) -> dict[str, Any]:
         """``session/image`` → ``{data, media_type}``: the image a ref names."""
         return await self.request("session/image", {"ref": ref})
@@ -802,9 +830,17 @@ class AsyncClient:
         replace: bool = False,
         repair: bool = False,
         expected_revision: int | None = None,
+        format: str | None = None,
+        session_id: str | None = None,
     ) -> dict[str, Any]:
-        """SessionInfo plus ``repaired: {added, dropped}``."""
+        """SessionInfo plus ``repaired: {added, dropped}``. With ``format``
+        (``openai_chat``, ``anthropic_messages``, ``gemini_contents``) ``data`` is that
+        provider's request body, and ``session_id`` names the new session."""
         params: dict[str, Any] = {"data": dict(data)}
+        if format is not None:
+            params["format"] = format
+        if session_id is not None:
+            params["session_id"] = session_id
         if replace:
             params["replace"] = True
         if repair:

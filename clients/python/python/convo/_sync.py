@@ -379,6 +379,29 @@ class Client:
     def to_dict(self, session_id: str, *, images: str | None = None) -> dict[str, Any]:
         return self._fast(AsyncClient.to_dict, session_id, images=images)
 
+    def compact(
+        self,
+        session_id: str,
+        keep_turns: int,
+        summary: str | None = None,
+        *,
+        summarize: bool | None = None,
+        archive: bool | None = None,
+        timeout_ms: int | None = None,
+        expected_revision: int | None = None,
+    ) -> dict[str, Any]:
+        """``session/compact`` → ``{removed, revision, summary_message_id, archived_session_id}``."""
+        return self._fast(
+            AsyncClient.compact,
+            session_id,
+            keep_turns,
+            summary,
+            summarize=summarize,
+            archive=archive,
+            timeout_ms=timeout_ms,
+            expected_revision=expected_revision,
+        )
+
     def image(self, ref: str) -> dict[str, Any]:
         """``session/image`` → ``{data, media_type}``."""
         return self._fast(AsyncClient.image, ref)
@@ -390,10 +413,19 @@ class Client:
         replace: bool = False,
         repair: bool = False,
         expected_revision: int | None = None,
+        format: str | None = None,
+        session_id: str | None = None,
     ) -> dict[str, Any]:
-        """SessionInfo plus ``repaired: {added, dropped}``."""
+        """SessionInfo plus ``repaired: {added, dropped}``; with ``format``, ``data`` is
+        that provider's request body."""
         return self._fast(
-            AsyncClient.from_dict, data, replace=replace, repair=repair, expected_revision=expected_revision
+            AsyncClient.from_dict,
+            data,
+            replace=replace,
+            repair=repair,
+            expected_revision=expected_revision,
+            format=format,
+            session_id=session_id,
         )
 
     def export(
