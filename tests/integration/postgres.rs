@@ -198,3 +198,37 @@ fn a_restart_of_postgres_mid_load_loses_nothing_acknowledged() {
     eprintln!("PostgreSQL restart mid-load: {} writes acknowledged, {failed} got 1006, lost 0", acked.len());
     s.finish();
 }
+
+/// `convo fsck` checks a PostgreSQL schema as it checks a file: sound, then damaged.
+#[test]
+fn fsck_checks_a_postgres_schema() {
+    let Some(url) = postgres_url() else { return };
+    let schema = fresh_schema();
+    let mut s = Server::at(&Place::Postgres { url: url.clone(), schema: schema.clone() }, Framing::Ndjson, &[]);
+    s.call("session/create", json!({"session_id": "demo"}));
+    for text in ["one", "two", "three"] {
+        s.call("session/add_user", json!({"session_id": "demo", "text": text}));
+    }
+    s.call("session/fork", json!({"session_id": "demo", "new_session_id": "copy"}));
+    s.finish();
+    let fsck = || convo(&["fsck", "--json", "--store", &url, "--pg-schema", &schema]);
+    let sound = fsck();
+    assert_eq!(sound.status.code(), Some(0), "{}", String::from_utf8_lossy(&sound.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&sound.stdout).unwrap();
+    assert_eq!(report, json!({"findings": []}));
+
+    psql(&url, &format!("INSERT INTO {schema}.segments (parent, base) VALUES (NULL, 0)"));
+    psql(
+        &url,
+        &format!(
+            "DELETE FROM {schema}.messages WHERE seq = 1 AND segment = \
+             (SELECT segment FROM {schema}.sessions WHERE session_id = 'demo')"
+        ),
+    );
+    let damaged = fsck();
+    assert_eq!(damaged.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&damaged.stdout).unwrap();
+    let findings: Vec<String> = serde_json::from_value(report["findings"].clone()).unwrap();
+    assert!(findings.iter().any(|f| f.contains("is used by no session")), "{findings:?}");
+    assert!(findings.iter().any(|f| f.starts_with("session \"demo\": positions 0..3")), "{findings:?}");
+}

@@ -8,6 +8,7 @@
 
 mod chain;
 mod changes;
+mod check;
 pub mod connect;
 mod rows;
 mod schema;
@@ -496,5 +497,9 @@ impl Store for PostgresStore {
 
     fn watch(&self) -> Arc<Watcher> {
         self.feed.watch()
+    }
+
+    async fn check(&self) -> Result<Vec<String>> {
+        self.read(|db| Box::pin(check::check(db))).await
     }
 }
