@@ -232,3 +232,61 @@ fn fsck_checks_a_postgres_schema() {
     assert!(findings.iter().any(|f| f.contains("is used by no session")), "{findings:?}");
     assert!(findings.iter().any(|f| f.starts_with("session \"demo\": positions 0..3")), "{findings:?}");
 }
+
+/// TLS through rustls: `sslmode=require` encrypts (the server here accepts nothing
+/// else), `verify-full` checks the certificate against `sslrootcert` or the system's
+/// roots (which do not know this server's CA), `disable` is refused by this server.
+#[test]
+fn tls_with_require_and_verify_full() {
+    if postgres_url().is_none() {
+        return;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/postgres");
+    let port = "54332";
+    let run = |verb: &str| {
+        let out = Command::new("bash").arg(script).arg(verb).env("PGPORT", port).env("PGSSL", "1").output().unwrap();
+        assert!(out.status.success(), "scripts/postgres {verb}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let url = run("start");
+    struct Stop(&'static str, &'static str);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = Command::new("bash").arg(self.0).arg("stop").env("PGPORT", self.1).output();
+        }
+    }
+    let _stop = Stop(script, port);
+    let ca = std::env::temp_dir().join(format!("convo-postgres-{port}/ca.crt"));
+    let create = |query: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_convo"))
+            .args(["--store", &format!("{url}?{query}")])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"session/create","params":{{"session_id":"tls"}}}}"#)
+            .unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = create("sslmode=require");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains(r#""session_id":"tls""#), "{stdout}");
+    let (code, stdout, stderr) = create(&format!("sslmode=verify-full&sslrootcert={}", ca.display()));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("session already exists"), "the same database, over TLS again: {stdout}");
+    let (code, _, stderr) = create("sslmode=verify-full");
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("TLS handshake") && stderr.contains("UnknownIssuer"), "{stderr}");
+    let (code, _, stderr) = create("sslmode=disable");
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("no encryption"), "{stderr}");
+}
