@@ -290,3 +290,38 @@ fn tls_with_require_and_verify_full() {
     assert_eq!(code, Some(1));
     assert!(stderr.contains("no encryption"), "{stderr}");
 }
+
+/// Two processes create the same ids at once: each id is created once, the other
+/// process is told 1002, and no session is overwritten.
+#[test]
+fn two_processes_creating_one_id_cannot_both_succeed() {
+    let Some(url) = postgres_url() else { return };
+    let place = Place::Postgres { url, schema: fresh_schema() };
+    let mut servers = [Server::at(&place, Framing::Ndjson, &[]), Server::at(&place, Framing::Ndjson, &[])];
+    let ids: Vec<Vec<u64>> = servers
+        .iter_mut()
+        .enumerate()
+        .map(|(k, s)| {
+            (0..100)
+                .map(|i| {
+                    s.send_request("session/create", json!({"session_id": format!("dup-{i}"), "title": format!("{k}")}))
+                })
+                .collect()
+        })
+        .collect();
+    let mut winners = vec![Vec::new(); 100];
+    for (k, s) in servers.iter_mut().enumerate() {
+        for (i, id) in ids[k].iter().enumerate() {
+            let reply = s.recv_reply(*id);
+            match reply["error"]["code"].as_i64() {
+                None => winners[i].push(k.to_string()),
+                Some(code) => assert_eq!(code, 1002, "{reply}"),
+            }
+        }
+    }
+    for (i, won) in winners.iter().enumerate() {
+        assert_eq!(won.len(), 1, "dup-{i} created by {won:?}");
+        let title = servers[0].call("session/get", json!({"session_id": format!("dup-{i}")}))["title"].clone();
+        assert_eq!(title, json!(won[0]), "dup-{i} holds the winner's session");
+    }
+}
