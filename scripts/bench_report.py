@@ -12,7 +12,15 @@ import sys
 from collections import defaultdict
 from datetime import datetime, timezone
 
-ORDER = ["floor", "convo memory", "convo sqlite normal", "convo sqlite full", "python pycodeloop", "node arrays"]
+ORDER = [
+    "floor",
+    "convo memory",
+    "convo sqlite normal",
+    "convo sqlite full",
+    "convo postgres",
+    "python pycodeloop",
+    "node arrays",
+]
 HIGHER_IS_BETTER = ("per_s", "mb_per_s")
 
 

@@ -11,10 +11,13 @@
 //! - [`store`]: the [`store::Store`] trait and its backends, which apply those rules
 //!   atomically and keep the sessions.
 //! - [`pool`]: bounded pools of blocking work.
+//! - [`mint`]: where new ids and time stamps come from (the system, or counters for
+//!   `--deterministic`).
 //!
 //! Dependencies point inward: `rpc → ops → {session, store}`, `store → session`.
 
 pub mod error;
+pub mod mint;
 pub mod ops;
 pub mod pool;
 pub mod rpc;

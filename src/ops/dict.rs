@@ -1,13 +1,17 @@
 //! A whole session as one value: `to_dict`, and the import that `from_dict` makes of
-//! our own format or the generic agent library's.
+//! our own format, the generic agent library's, or a provider's request body.
 
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::ops::{MAX_MESSAGES, Ops, check_count};
-use crate::session::{Fields, Identity, Import, Message, MessageInput, Repaired, SessionInfo, plan_import};
+use crate::session::export::Format;
+use crate::session::{
+    Fields, Identity, Import, Message, MessageInput, Repaired, SessionId, SessionInfo, empty_table, import, plan_import,
+};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SessionDict {
@@ -17,11 +21,60 @@ pub struct SessionDict {
     pub messages: Vec<Arc<Message>>,
 }
 
-/// A session to import, as given.
+/// A session to import, as given: read from `to_dict`'s output, the generic agent
+/// library's `to_dict` (`system` may be spelled `system_prompt`), and anything in
+/// between (`session/from_dict`'s `data`, `convo import`'s files).
+#[derive(Deserialize)]
+#[serde(from = "DictInput")]
 pub struct DictData {
     pub session_id: Option<String>,
     pub fields: Fields,
     pub messages: Vec<MessageInput>,
+}
+
+/// `DictData` as written; unknown members are ignored.
+#[derive(Deserialize)]
+struct DictInput {
+    #[serde(default)]
+    session_id: Option<SessionId>,
+    #[serde(default)]
+    system: Option<String>,
+    #[serde(default)]
+    system_prompt: Option<String>,
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default, deserialize_with = "empty_table::optional_object")]
+    metadata: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "empty_table::optional_objects")]
+    messages: Option<Vec<MessageInput>>,
+}
+
+impl DictData {
+    /// A provider's request body (`from_dict` with `format`), read by `session::import`.
+    pub fn from_body(format: Format, body: &Value, session_id: Option<String>) -> Result<DictData> {
+        let body = import::import(format, body)?;
+        let messages = body
+            .messages
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| {
+                MessageInput::deserialize(m).map_err(|e| Error::invalid(format!("data: message {i} as read: {e}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(DictData { session_id, fields: Fields { system: body.system, ..Fields::default() }, messages })
+    }
+}
+
+impl From<DictInput> for DictData {
+    fn from(d: DictInput) -> Self {
+        DictData {
+            session_id: d.session_id.map(SessionId::into_string),
+            fields: Fields { system: d.system.or(d.system_prompt), cwd: d.cwd, title: d.title, metadata: d.metadata },
+            messages: d.messages.unwrap_or_default(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -2,7 +2,9 @@
 //! appending, the repaired history view, trimming to fit, import and export, and turns
 //! run through the host. Each takes and returns domain values and applies the rules of
 //! `session` through a `Store`; none knows JSON-RPC. The host (the program that owns the
-//! model) is seen as the `Host` trait, which `rpc` implements over the connection.
+//! model) is seen as the `Host` trait, which `rpc` implements over the connection. Uses
+//! of the whole store (every session, retention, the consistency check) serve the
+//! command line.
 
 mod compact;
 mod dict;
@@ -11,6 +13,7 @@ mod images;
 mod messages;
 mod provider;
 mod runtime;
+mod sessions;
 
 use std::sync::{Arc, Mutex, PoisonError};
 

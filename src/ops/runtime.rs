@@ -281,7 +281,7 @@ impl Ops {
     /// answer is what is stored. Ended early, the draft is kept as messages.
     pub async fn stream(&self, turn: Turn, call: &Call) -> Result<RunAnswer> {
         let (mut params, user, revision) = self.prepare(&turn, "run").await?;
-        let stream_id = uuid::Uuid::now_v7().to_string();
+        let stream_id = crate::mint::id();
         params.stream_id = Some(stream_id.clone());
         let mut draft = Draft {
             stream_id: stream_id.clone(),

@@ -49,6 +49,8 @@ pub struct Connection {
     in_flight: Arc<Semaphore>,
     budget: Budget,
     max_message_bytes: usize,
+    /// Every request in one order (`Config::one_at_a_time`).
+    one_at_a_time: bool,
     shutting_down: bool,
     exit_code: Option<i32>,
 }
@@ -66,6 +68,7 @@ impl Connection {
             in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize)),
             budget: Budget::new(limits.max_pending_bytes),
             max_message_bytes: limits.max_message_bytes,
+            one_at_a_time: limits.one_at_a_time,
             shutting_down: false,
             exit_code: None,
         }
@@ -74,6 +77,11 @@ impl Connection {
     /// Waits until every frame taken so far has been answered.
     pub(crate) async fn settle(&self) {
         let _all = self.in_flight.acquire_many(MAX_IN_FLIGHT).await;
+    }
+
+    /// The exit code once `exit` was received.
+    pub(crate) fn exit_code(&self) -> Option<i32> {
+        self.exit_code
     }
 
     /// Serves until `exit` or the end of input, then waits for every call in flight to
@@ -224,7 +232,9 @@ impl Connection {
         if method == "shutdown" {
             self.shutting_down = true;
         }
-        let turn = self.sequencer.enter(order::keys(spec.order, params));
+        // One key no session id can be: every request after the one before.
+        let keys = if self.one_at_a_time { vec![String::new()] } else { order::keys(spec.order, params) };
+        let turn = self.sequencer.enter(keys);
         let cancel = CancellationToken::new();
         if let Some(id) = &id {
             lock(&self.cancels).insert(id.clone(), cancel.clone());
@@ -374,7 +384,12 @@ mod tests {
         module.register_method::<Result<(), ErrorObjectOwned>, _>("boom", |_, _, _| panic!("boom")).unwrap();
         module.register_async_method("fine", |_, _, _| async { Ok::<_, ErrorObjectOwned>(1) }).unwrap();
         let (outbox, mut out_rx) = Outbox::channel();
-        let limits = crate::rpc::Config { framing: None, max_message_bytes: 1024, max_pending_bytes: 1 << 20 };
+        let limits = crate::rpc::Config {
+            framing: None,
+            max_message_bytes: 1024,
+            max_pending_bytes: 1 << 20,
+            one_at_a_time: false,
+        };
         let registry = Registry {
             methods: module.into(),
             specs: [

@@ -1,7 +1,9 @@
 //! The server in-process, without pipes: frames in, replies out, through the same code
 //! as over stdio (classification, per-session order, the method registry, lifecycle).
-//! For fuzzing and property tests. It has no host: `session/run`, `json` and `stream`
-//! fail at once with 1008 `disconnected`.
+//! For `convo replay`, fuzzing and property tests. Each frame is answered whole before
+//! the next is taken. It has no host: `session/run`, `json` and `stream` fail at once
+//! with 1008 `disconnected`. When ids are counted (`crate::mint`), requests run one at a
+//! time, as `convo --deterministic` runs them.
 
 use std::sync::Arc;
 
@@ -38,20 +40,31 @@ impl LocalServer {
             framing: Some(Framing::Ndjson),
             max_message_bytes,
             max_pending_bytes: crate::rpc::budget::DEFAULT_PENDING_BYTES,
+            one_at_a_time: crate::mint::is_counted(),
         };
         let connection = Connection::new(methods::module(ctx), outbox, peer, &limits);
         Ok(LocalServer { runtime, connection, replies, next_id: 1 })
     }
 
-    /// Handles one frame's body and returns what the server wrote back (nothing for a
-    /// notification, one reply, or one batch reply).
+    /// Handles one frame's body and returns what the server wrote back: nothing for a
+    /// notification, one reply, or one batch reply, and the `session/changed`
+    /// notifications of the changes it made.
     pub fn frame(&mut self, body: &[u8]) -> Vec<String> {
         let (connection, replies) = (&mut self.connection, &mut self.replies);
         self.runtime.block_on(async {
             connection.incoming(Incoming::Frame(body.to_vec())).await;
             connection.settle().await;
+            // Subscriptions notify from tasks of their own: let them run.
+            for _ in 0..8 {
+                tokio::task::yield_now().await;
+            }
         });
         std::iter::from_fn(|| replies.try_recv().ok()).map(Reply::into_string).collect()
+    }
+
+    /// Whether the `exit` notification ended the connection (later frames are not read).
+    pub fn exited(&self) -> bool {
+        self.connection.exit_code().is_some()
     }
 
     /// Calls `method`; its result, or its error object.

@@ -33,12 +33,16 @@ pub use stdio::{Sink, Source};
 
 /// How the server talks: `framing` is `None` to detect it from the first byte. Frames
 /// and replies over `max_message_bytes` are refused; `max_pending_bytes` is the byte
-/// budget of `rpc::budget`.
+/// budget of `rpc::budget`. With `one_at_a_time` (`--deterministic`) every request waits
+/// for the one received before it, whatever sessions they name, so ids, time stamps and
+/// the order of replies do not depend on timing (a turn still lets the session go while
+/// the host works).
 #[derive(Debug, Clone)]
 pub struct Config {
     pub framing: Option<Framing>,
     pub max_message_bytes: usize,
     pub max_pending_bytes: usize,
+    pub one_at_a_time: bool,
 }
 
 /// Serves one client on `input`/`output` until `exit` or the end of input; makes every

@@ -39,9 +39,10 @@ impl TryFrom<String> for SessionId {
     }
 }
 
-/// A new server-chosen session id: a UUID v7, so ids sort by creation time.
+/// A new server-chosen session id (`crate::mint`): a UUID v7, so ids sort by creation
+/// time, or counted.
 pub fn new_session_id() -> String {
-    uuid::Uuid::now_v7().to_string()
+    crate::mint::id()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -79,8 +79,9 @@ pub fn call_id(call: &Value) -> Option<&str> {
     call.get("id").and_then(Value::as_str)
 }
 
+/// A new message id (`crate::mint`: a UUID v7, or counted).
 pub fn new_message_id() -> String {
-    uuid::Uuid::now_v7().to_string()
+    crate::mint::id()
 }
 
 /// A message as a client sends it. Unknown fields are ignored; `id` and `created_at`

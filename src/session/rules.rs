@@ -72,27 +72,66 @@ impl Tail {
         Err(Error::InvalidSequence { reason, tool_call_id: tool_call_id.to_owned(), detail })
     }
 
-    /// Appends `message` to `out` under the rules: a tool result must answer an open call
-    /// of the trailing group; any other message first stores a cancelled result for each
-    /// unanswered call. Returns how many cancelled results it stored.
-    pub fn push(&mut self, message: Message, out: &mut Vec<Message>) -> Result<usize> {
+    /// Moves past `message`: a tool result must answer an open call of the trailing
+    /// group (else the error says why); any other message closes the group, returning
+    /// the calls it leaves unanswered, and opens the next when it calls tools.
+    fn advance(&mut self, message: &Message) -> Result<Vec<String>> {
         if message.role == Role::Tool {
             let id = message.tool_call_id.as_deref().unwrap_or_default();
             self.check_result(id)?;
             if let Some(g) = &mut self.group {
                 g.answered.insert(id.to_owned());
             }
-            out.push(message);
-            return Ok(0);
+            return Ok(Vec::new());
         }
-        let before = out.len();
-        out.extend(self.unanswered().map(|c| Message::cancelled(c, Some(crate::session::new_message_id()))));
-        let added = out.len() - before;
+        let unanswered = self.unanswered().map(str::to_owned).collect();
         self.group = message
             .opens_group()
             .then(|| Group { calls: message.call_ids().map(str::to_owned).collect(), answered: HashSet::new() });
+        Ok(unanswered)
+    }
+
+    /// Appends `message` to `out` under the rules: a tool result must answer an open call
+    /// of the trailing group; any other message first stores a cancelled result for each
+    /// unanswered call. Returns how many cancelled results it stored.
+    pub fn push(&mut self, message: Message, out: &mut Vec<Message>) -> Result<usize> {
+        let unanswered = self.advance(&message)?;
+        out.extend(unanswered.iter().map(|c| Message::cancelled(c, Some(crate::session::new_message_id()))));
         out.push(message);
-        Ok(added)
+        Ok(unanswered.len())
+    }
+}
+
+/// Reads a stored history, oldest message first, and says where it breaks what the
+/// stores keep true: every message id once, every tool result answering an open call,
+/// no call left without a result except in the trailing group (for `convo fsck`).
+#[derive(Debug, Default)]
+pub struct Audit {
+    tail: Tail,
+    ids: HashSet<String>,
+    index: u64,
+}
+
+impl Audit {
+    /// The next message; what is wrong with it, if anything.
+    pub fn check(&mut self, message: &Message) -> Vec<String> {
+        let index = self.index;
+        self.index += 1;
+        let mut found = Vec::new();
+        if let Some(id) = &message.id
+            && !self.ids.insert(id.clone())
+        {
+            found.push(format!("message {index}: the id {} appears twice", quote(id)));
+        }
+        match self.tail.advance(message) {
+            Ok(left) if !left.is_empty() => {
+                let left: Vec<String> = left.iter().map(|c| quote(c)).collect();
+                found.push(format!("message {index}: the calls before it have no result: {}", left.join(", ")));
+            }
+            Ok(_) => {}
+            Err(e) => found.push(format!("message {index}: {e}")),
+        }
+        found
     }
 }
 
@@ -198,6 +237,24 @@ mod tests {
             Error::InvalidSequence { reason, .. } => reason,
             other => panic!("expected a sequence error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn an_audit_finds_what_the_rules_never_store() {
+        let audit = |history: &[Message]| {
+            let mut audit = Audit::default();
+            history.iter().flat_map(|m| audit.check(m)).collect::<Vec<_>>()
+        };
+        let sound = [user("go"), calls(&["a", "b"]), result("b"), result("a"), user("more"), calls(&["c"])];
+        assert!(audit(&sound).is_empty(), "a trailing call may still be running");
+        let dangling = [user("go"), calls(&["a", "b"]), result("b"), user("on")];
+        assert_eq!(audit(&dangling), [r#"message 3: the calls before it have no result: "a""#]);
+        let orphan = [user("go"), result("x")];
+        assert_eq!(audit(&orphan).len(), 1);
+        assert!(audit(&orphan)[0].starts_with("message 1: invalid sequence: no tool call is waiting"));
+        let mut twice = user("again");
+        twice.id = sound[0].id.clone();
+        assert_eq!(audit(&[sound[0].clone(), twice]).len(), 1);
     }
 
     #[test]

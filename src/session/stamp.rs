@@ -17,9 +17,9 @@ use crate::error::quote;
 const CANONICAL: &[BorrowedFormatItem<'static>] =
     format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z");
 
-/// The current time, in the canonical form.
+/// The current time (`crate::mint`'s clock), in the canonical form.
 pub fn now() -> String {
-    canonical(OffsetDateTime::now_utc())
+    canonical(crate::mint::now())
 }
 
 /// Checks an RFC 3339 time stamp and returns it in the canonical form, or says what is
@@ -79,7 +79,8 @@ fn reason(e: time::error::Parse) -> String {
     }
 }
 
-fn canonical(t: OffsetDateTime) -> String {
+/// A time in the canonical form.
+pub fn canonical(t: OffsetDateTime) -> String {
     match t.format(CANONICAL) {
         Ok(s) => s,
         // Only a write to a `Vec` that cannot fail, or a year past 9999, which `time`

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use async_trait::async_trait;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, quote};
 use crate::session::image;
 use crate::session::{
     Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, Tail, check_revision,
@@ -531,5 +531,27 @@ impl Store for MemoryStore {
 
     async fn stale_drafts(&self, before: i64) -> Result<Vec<String>> {
         Ok(self.drafts().values().filter(|d| d.refreshed_at < before).map(|d| d.stream_id.clone()).collect())
+    }
+
+    /// Each message is found where its id says (what fork and `at_message_id` rely on),
+    /// and no session was updated before it was created.
+    async fn check(&self) -> Result<Vec<String>> {
+        let sessions = self.lock();
+        let mut found = Vec::new();
+        for (id, entry) in sessions.iter() {
+            let id = quote(id);
+            for (i, message) in entry.history.messages.iter().enumerate() {
+                if let Some(mid) = &message.id
+                    && entry.history.index_of(mid) != Some(i)
+                {
+                    found.push(format!("session {id}: message {i} is not where its id {} says", quote(mid)));
+                }
+            }
+            if entry.updated_at < entry.created_at {
+                found.push(format!("session {id}: updated before it was created"));
+            }
+        }
+        found.sort();
+        Ok(found)
     }
 }

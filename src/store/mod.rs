@@ -17,7 +17,7 @@ use crate::error::Result;
 use crate::session::{Draft, DraftEnd, Fields, Import, ListKey, Message, Patch, SessionInfo, Tail};
 
 pub use memory::MemoryStore;
-pub use postgres::PostgresStore;
+pub use postgres::{PostgresStore, check_schema_name as check_pg_schema};
 pub use sqlite::{Settings as SqliteSettings, SqliteStore};
 
 /// What an append stored: the ids of the messages the client gave, in order (cancelled
@@ -201,6 +201,12 @@ pub trait Store: Send + Sync + 'static {
     /// Watches every change committed from now on, by this process or (for a store
     /// several processes share) by any other.
     fn watch(&self) -> Arc<feed::Watcher>;
+
+    /// Checks the store's own consistency (`convo fsck`): each finding is a sentence,
+    /// none when all is well. A backend without checks of its own finds nothing.
+    async fn check(&self) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
 }
 
 /// The backends `--store` can name: `memory`, `sqlite` (the default path),
@@ -255,15 +261,6 @@ pub fn default_sqlite_path() -> Option<PathBuf> {
 }
 
 impl StoreSpec {
-    /// `--pg-schema`: the schema a PostgreSQL store keeps its tables in.
-    pub fn with_pg_schema(self, name: &str) -> std::result::Result<Self, String> {
-        postgres::check_schema_name(name)?;
-        Ok(match self {
-            StoreSpec::Postgres { url, .. } => StoreSpec::Postgres { url, schema: name.to_owned() },
-            other => other,
-        })
-    }
-
     /// Opens the store; async because a server store (PostgreSQL) connects first.
     /// `settings.busy_timeout` is also how long a PostgreSQL write waits for a row lock.
     pub async fn open(&self, settings: SqliteSettings) -> Result<Arc<dyn Store>> {

@@ -119,7 +119,10 @@ fn acknowledged_writes_survive_sigkill_on(backend: Backend) {
         let writer = std::thread::spawn(move || {
             let _ = std::io::Write::write_all(&mut stdin, &frames);
         });
-        let deadline = Instant::now() + Duration::from_millis(5 + seed % 120);
+        // PostgreSQL takes longer to start (connect, check the schema, LISTEN) and to
+        // commit: a longer window, so that kills still come mid-stream after real work.
+        let window = if backend == Backend::Postgres { 150 + seed % 400 } else { 5 + seed % 120 };
+        let deadline = Instant::now() + Duration::from_millis(window);
         while let Some(wait) = deadline.checked_duration_since(Instant::now()) {
             let Some(reply) = s.recv_within(wait) else { break };
             assert!(reply.get("result").is_some(), "{reply}");

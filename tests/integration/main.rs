@@ -4,6 +4,7 @@
 mod harness;
 
 mod bounds;
+mod cli;
 mod config;
 mod dict;
 mod durable;
@@ -14,6 +15,7 @@ mod lua;
 mod messages;
 mod postgres;
 mod properties;
+mod replay;
 mod runtime;
 mod sessions;
 mod watch;

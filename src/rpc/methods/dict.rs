@@ -4,16 +4,16 @@
 use std::sync::Arc;
 
 use serde::Deserialize;
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::ops::{Call, DictData, Imported, SessionDict, refs_in_messages};
 use crate::rpc::methods::history::Reply;
 use crate::rpc::methods::{Ctx, is_empty_array, param_errors};
+use crate::session::SessionId;
 use crate::session::export::Format;
 use crate::session::image::Images;
-use crate::session::{Fields, MessageInput, SessionId, empty_table, import};
 
 #[derive(Deserialize)]
 pub struct ToDictParams {
@@ -44,64 +44,24 @@ pub struct FromDictParams {
     expected_revision: Option<u64>,
 }
 
-/// `to_dict`'s output, the generic agent library's `to_dict` (`system` may be spelled
-/// `system_prompt`), and anything in between; unknown members are ignored.
-#[derive(Deserialize)]
-struct DictInput {
-    #[serde(default)]
-    session_id: Option<SessionId>,
-    #[serde(default)]
-    system: Option<String>,
-    #[serde(default)]
-    system_prompt: Option<String>,
-    #[serde(default)]
-    cwd: Option<String>,
-    #[serde(default)]
-    title: Option<String>,
-    #[serde(default, deserialize_with = "empty_table::optional_object")]
-    metadata: Option<Map<String, Value>>,
-    #[serde(default, deserialize_with = "empty_table::optional_objects")]
-    messages: Option<Vec<MessageInput>>,
-}
-
 pub async fn from_dict(ctx: Arc<Ctx>, p: FromDictParams, _: Arc<Call>) -> Result<Imported> {
     // A Lua host writes an empty table as `[]`: read as `{}`.
     let raw = if is_empty_array(p.data.get()) { "{}" } else { p.data.get() };
     let data = match (p.format, p.session_id) {
         (None, Some(_)) => return Err(Error::invalid("session_id: give it inside `data` (or with a `format`)")),
         (None, None) => {
-            let parsed = serde_path_to_error::deserialize::<_, DictInput>(&mut serde_json::Deserializer::from_str(raw));
-            let d = parsed.map_err(|e| {
+            let parsed = serde_path_to_error::deserialize::<_, DictData>(&mut serde_json::Deserializer::from_str(raw));
+            parsed.map_err(|e| {
                 let path = match e.path().to_string() {
                     root if root == "." => "data".to_owned(),
                     path => format!("data.{path}"),
                 };
                 param_errors::describe(raw, &path, e.into_inner())
-            })?;
-            DictData {
-                session_id: d.session_id.map(SessionId::into_string),
-                fields: Fields {
-                    system: d.system.or(d.system_prompt),
-                    cwd: d.cwd,
-                    title: d.title,
-                    metadata: d.metadata,
-                },
-                messages: d.messages.unwrap_or_default(),
-            }
+            })?
         }
         (Some(format), session_id) => {
             let body: Value = serde_json::from_str(raw).map_err(|e| param_errors::describe(raw, "data", e))?;
-            let body = import::import(format, &body)?;
-            let messages = body
-                .messages
-                .into_iter()
-                .enumerate()
-                .map(|(i, m)| {
-                    MessageInput::deserialize(m).map_err(|e| Error::invalid(format!("data: message {i} as read: {e}")))
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let fields = Fields { system: body.system, ..Fields::default() };
-            DictData { session_id: session_id.map(SessionId::into_string), fields, messages }
+            DictData::from_body(format, &body, session_id.map(SessionId::into_string))?
         }
     };
     ctx.ops.from_dict(data, p.replace, p.repair, p.expected_revision).await

@@ -153,7 +153,7 @@ pub(crate) fn turns(
 
 /// A tool call in the shape every provider is built from.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Call {
+pub struct Call {
     pub id: String,
     pub name: String,
     /// The arguments as an object when they are one (or a JSON string of one).
@@ -172,7 +172,7 @@ pub(crate) fn object_args(index: usize, args: Value, warnings: &mut Vec<Warning>
 }
 
 /// Reads any of the three accepted ToolCall shapes.
-pub(crate) fn calls(message: &Message) -> Vec<Call> {
+pub fn calls(message: &Message) -> Vec<Call> {
     message
         .tool_calls
         .iter()
@@ -216,7 +216,8 @@ pub(crate) struct Image {
     pub data: String,
 }
 
-pub(crate) fn media_type(base64: &str) -> Option<&'static str> {
+/// The media type of a base64 image, read from its first bytes (PNG, JPEG, GIF, WebP).
+pub fn media_type(base64: &str) -> Option<&'static str> {
     let head: String = base64.chars().take(24).collect();
     let head = base64::engine::general_purpose::STANDARD_NO_PAD.decode(head.trim_end_matches('=').get(..16)?).ok()?;
     match head.as_slice() {

@@ -27,7 +27,7 @@ pub async fn spans(db: &Db, head: i64, start: u64, len: u64) -> Result<Vec<Span>
            SELECT id, parent, base, 0 FROM segments WHERE id = $1 \
            UNION ALL \
            SELECT s.id, s.parent, s.base, c.depth + 1 FROM segments s JOIN chain c ON s.id = c.parent \
-             WHERE c.base > $2) \
+             WHERE c.base > $2 AND c.depth < 100000) \
          SELECT id, base FROM chain ORDER BY depth",
         &[&head, &(start as i64)],
     )

@@ -8,6 +8,7 @@
 
 mod chain;
 mod changes;
+mod check;
 pub mod connect;
 mod rows;
 mod schema;
@@ -160,9 +161,11 @@ async fn free_id(db: &Db, wanted: Option<String>) -> Result<String> {
     }
 }
 
-/// Writes a session row after a change, and sends the change.
+/// Writes a session row after a change, and sends the change. A created, forked or
+/// imported session is new: its id must still be free when the row goes in.
 async fn put(db: &Db, schema: &str, kind: ChangeKind, row: &SessionRow) -> Result<()> {
-    rows::put_session(db, row).await?;
+    rows::put_session(db, row, matches!(kind, ChangeKind::Created | ChangeKind::Imported) && row.info.revision == 0)
+        .await?;
     changes::record(db, schema, &row.info.session_id, row.info.revision, kind, row.len - row.start).await
 }
 
@@ -657,5 +660,9 @@ impl Store for PostgresStore {
 
     fn watch(&self) -> Arc<Watcher> {
         self.feed.watch()
+    }
+
+    async fn check(&self) -> Result<Vec<String>> {
+        self.read(|db| Box::pin(check::check(db))).await
     }
 }

@@ -85,17 +85,23 @@ pub async fn require_session(db: &Db, session_id: &str, for_update: bool) -> Res
     load_session(db, session_id, for_update).await?.ok_or_else(|| Error::SessionNotFound(session_id.to_owned()))
 }
 
-/// Writes a session row whole: inserts it, or replaces the one with its id.
-pub async fn put_session(db: &Db, row: &SessionRow) -> Result<()> {
+/// Writes a session row whole: replaces the one with its id or, when `new`, inserts it,
+/// failing with `SessionExists` if another writer took the id first (its insert is
+/// waited for, so two processes creating one id cannot both succeed).
+pub async fn put_session(db: &Db, row: &SessionRow, new: bool) -> Result<()> {
     let info = &row.info;
     let forked = info.forked_from.as_ref();
+    let on_conflict = if new {
+        "DO NOTHING"
+    } else {
+        "DO UPDATE SET system = $2, cwd = $3, title = $4, metadata = $5, revision = $6, created_at = $7, \
+         updated_at = $8, forked_from_session = $9, forked_from_message = $10, segment = $11, start = $12, len = $13"
+    };
     let sql = format!(
         "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
-         ON CONFLICT (session_id) DO UPDATE SET system = $2, cwd = $3, title = $4, metadata = $5, revision = $6, \
-         created_at = $7, updated_at = $8, forked_from_session = $9, forked_from_message = $10, segment = $11, \
-         start = $12, len = $13"
+         ON CONFLICT (session_id) {on_conflict}"
     );
-    execute(
+    let written = execute(
         db,
         &sql,
         &[
@@ -114,8 +120,11 @@ pub async fn put_session(db: &Db, row: &SessionRow) -> Result<()> {
             &(row.len as i64),
         ],
     )
-    .await
-    .map(drop)
+    .await?;
+    if written == 0 {
+        return Err(Error::SessionExists(info.session_id.clone()));
+    }
+    Ok(())
 }
 
 pub const MESSAGE_COLUMNS: &str = "id, role, content, name, tool_call_id, tool_calls, images, metadata, created_at";

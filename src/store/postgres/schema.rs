@@ -192,6 +192,15 @@ pub fn describe(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("PostgreSQL: {} ({})", db.message(), db.code().code()),
         None if e.is_closed() => "the connection to PostgreSQL was lost".into(),
-        None => format!("PostgreSQL: {e}"),
+        None => {
+            // tokio-postgres says what failed; the cause (refused, TLS, …) is its source.
+            let mut text = format!("PostgreSQL: {e}");
+            let mut source = std::error::Error::source(e);
+            while let Some(cause) = source {
+                text.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            text
+        }
     }
 }

@@ -110,44 +110,44 @@ async fn commit_group(connections: &Connections, group: Vec<Job>) {
             return;
         }
     };
-    if let Err(e) = db.batch_execute("BEGIN").await {
-        let e = pg(e);
-        for job in group {
-            let _ = job.reply.send(Err(e.clone()));
-        }
-        return;
-    }
-    let mut done = Vec::with_capacity(group.len());
+    // Each step ends the last job's savepoint and opens the next one in one round trip
+    // (`RELEASE job; SAVEPOINT job`); the transaction opens with the first savepoint and
+    // commits with the last release.
+    let mut step = "BEGIN; SAVEPOINT job".to_owned();
+    let total = group.len();
+    let mut done = Vec::with_capacity(total);
     let mut broken: Option<Error> = None;
-    for job in group {
+    for (i, job) in group.into_iter().enumerate() {
         if let Some(e) = &broken {
             done.push((job.reply, Err(e.clone())));
             continue;
         }
         let mut attempt = 0;
         let outcome = loop {
-            if let Err(e) = db.batch_execute("SAVEPOINT job").await {
-                break Err(pg(e));
+            if let Err(e) = db.batch_execute(&step).await {
+                let e = pg(e);
+                broken = Some(e.clone());
+                break Err(e);
             }
             let outcome = (job.run)(&db).await;
             let close = if outcome.is_ok() { "RELEASE job" } else { "ROLLBACK TO job; RELEASE job" };
-            if let Err(e) = db.batch_execute(close).await {
-                broken = Some(pg(e));
-                break outcome;
-            }
             match outcome {
                 Err(e) if lost_a_race(&e) && attempt < RETRIES => {
                     attempt += 1;
                     tokio::time::sleep(Duration::from_millis(1 << attempt.min(6))).await;
+                    step = format!("{close}; SAVEPOINT job");
                 }
-                outcome => break outcome,
+                outcome => {
+                    step = if i + 1 == total { format!("{close}; COMMIT") } else { format!("{close}; SAVEPOINT job") };
+                    break outcome;
+                }
             }
         };
         done.push((job.reply, outcome));
     }
     let committed = match broken {
         Some(e) => Err(e),
-        None => db.batch_execute("COMMIT").await.map_err(pg),
+        None => db.batch_execute(&step).await.map_err(pg),
     };
     if let Err(e) = &committed {
         tracing::error!(error = %e, "a write transaction failed; its requests did not take effect");

@@ -26,11 +26,16 @@ fn segment(conn: &Connection, id: i64) -> Result<(Option<i64>, u64)> {
 }
 
 /// The spans that serve positions `[start, len)` of the chain ending in `head`, newest
-/// first.
+/// first. A chain that comes back to a segment (only a damaged database has one) is an
+/// error, not an endless walk.
 pub fn spans(conn: &Connection, head: i64, start: u64, len: u64) -> Result<Vec<Span>> {
     let mut spans = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let (mut next, mut hi) = (Some(head), len);
     while let Some(id) = next {
+        if !seen.insert(id) {
+            return Err(Error::StorageUnavailable(format!("the chain of segment {head} loops at segment {id}")));
+        }
         let (parent, base) = segment(conn, id)?;
         if base < hi {
             spans.push(Span { segment: id, lo: base.max(start), hi });

@@ -8,6 +8,7 @@
 
 mod chain;
 mod changes;
+mod check;
 mod drafts;
 mod file;
 mod rows;
@@ -570,5 +571,9 @@ impl Store for SqliteStore {
 
     async fn stale_drafts(&self, before: i64) -> Result<Vec<String>> {
         self.read(move |c| drafts::stale(c, before)).await
+    }
+
+    async fn check(&self) -> Result<Vec<String>> {
+        self.read(check::check).await
     }
 }
