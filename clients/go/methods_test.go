@@ -252,9 +252,9 @@ func TestEveryMethod(t *testing.T) {
 			t.Fatalf("from_dict message %d: %+v", i, copied.Messages[i])
 		}
 	}
-	body := `{"model":"gpt-x","messages":[{"role":"system","content":"Sys."},{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}`
+	providerBody := `{"model":"gpt-x","messages":[{"role":"system","content":"Sys."},{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}`
 	fromBody := must[*convo.Imported](t)(c.FromDict(ctx, convo.FromDictParams{
-		Data: json.RawMessage(body), Format: "openai_chat", SessionID: "demo-body",
+		Data: json.RawMessage(providerBody), Format: "openai_chat", SessionID: "demo-body",
 	}))
 	if fromBody.SessionID != "demo-body" || fromBody.MessageCount != 2 || str(fromBody.System) != "Sys." {
 		t.Fatalf("from_dict openai_chat: %+v", fromBody)
