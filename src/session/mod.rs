@@ -8,6 +8,7 @@ pub mod image;
 mod info;
 mod message;
 mod rules;
+pub mod search;
 mod stamp;
 pub mod tokens;
 

@@ -15,6 +15,7 @@ mod messages;
 mod postgres;
 mod properties;
 mod runtime;
+mod search;
 mod sessions;
 mod watch;
 mod wire;
