@@ -16,6 +16,8 @@
 //! are ignored; a query with no word at all, an unbalanced quote or a misplaced `*` is
 //! invalid (-32602), so malformed input never reaches SQL.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use crate::error::{Error, Result};
@@ -81,25 +83,28 @@ pub fn indexed_words(text: &str) -> impl Iterator<Item = Word> + '_ {
 /// The searchable text of a message: its string content, or its text parts joined by
 /// new lines.
 pub fn message_text(message: &Message) -> String {
-    content_text(&message.content)
+    content_text(&message.content).into_owned()
 }
 
-pub fn content_text(content: &Value) -> String {
+/// The searchable text of a content value, borrowed when it is one string.
+pub fn content_text(content: &Value) -> Cow<'_, str> {
     match content {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
+        Value::String(s) => Cow::Borrowed(s),
+        Value::Array(parts) => Cow::Owned(
+            parts
+                .iter()
+                .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        _ => Cow::Borrowed(""),
     }
 }
 
 /// What a database indexes for a message: its indexed words joined by spaces.
 pub fn index_text(message: &Message) -> String {
-    let text = message_text(message);
+    let text = content_text(&message.content);
     let words: Vec<String> = indexed_words(&text).map(|w| w.text).collect();
     words.join(" ")
 }
@@ -107,7 +112,7 @@ pub fn index_text(message: &Message) -> String {
 /// A PostgreSQL `tsvector` literal of a message's indexed words, positions from 1 (at
 /// most 256 kept per word, as PostgreSQL keeps).
 pub fn tsvector(message: &Message) -> String {
-    let text = message_text(message);
+    let text = content_text(&message.content);
     let mut positions: std::collections::BTreeMap<String, Vec<usize>> = std::collections::BTreeMap::new();
     for (i, word) in indexed_words(&text).enumerate() {
         let list = positions.entry(word.text).or_default();
@@ -213,6 +218,13 @@ impl Query {
             })
             .collect();
         terms.join(" & ")
+    }
+
+    /// Whether `text` may match: each term's first word (all but a prefix's last) occurs
+    /// in it, lowercased as words are. A cheap test before `score` splits the words.
+    pub fn may_match(&self, text: &str) -> bool {
+        let lower: String = text.chars().flat_map(char::to_lowercase).collect();
+        self.terms.iter().all(|t| lower.contains(t.words[0].as_str()))
     }
 
     /// How well the indexed `words` of a message match: `None` when a term is missing,

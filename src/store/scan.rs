@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::session::Message;
-use crate::session::search::{Query, indexed_words, message_text};
+use crate::session::search::{Query, content_text, indexed_words, message_text};
 use crate::store::Found;
 
 /// The hits `offset..offset + limit` among `histories` (session id, messages): most
@@ -23,7 +23,11 @@ pub fn scan(
     for (session_id, messages) in &histories {
         for (index, message) in messages.iter().enumerate() {
             let score = *scores.entry(Arc::as_ptr(message)).or_insert_with(|| {
-                let words: Vec<String> = indexed_words(&message_text(message)).map(|w| w.text).collect();
+                let text = content_text(&message.content);
+                if !query.may_match(&text) {
+                    return None;
+                }
+                let words: Vec<String> = indexed_words(&text).map(|w| w.text).collect();
                 query.score(&words)
             });
             if let Some(score) = score {

@@ -106,7 +106,7 @@ async fn load(db: &Db, places: Vec<(String, i64, i64, i64)>) -> Result<Vec<Found
                 index: index as u64,
                 message_id: message_id.clone(),
                 role,
-                text: content_text(&content),
+                text: content_text(&content).into_owned(),
             })
         })
         .collect()

@@ -158,5 +158,5 @@ fn found(conn: &Connection, session_id: String, index: u64, segment: i64, seq: u
         .ok_or_else(|| Error::StorageUnavailable(format!("indexed message row ({segment}, {seq}) is missing")))?;
     let role = parse_role(&role).ok_or_else(|| Error::StorageUnavailable(format!("unknown role {role}")))?;
     let content = serde_json::from_str(&content).map_err(|e| Error::StorageUnavailable(e.to_string()))?;
-    Ok(Found { session_id, index, message_id, role, text: content_text(&content) })
+    Ok(Found { session_id, index, message_id, role, text: content_text(&content).into_owned() })
 }
