@@ -117,17 +117,26 @@ fn acknowledged_writes_survive_sigkill_on(backend: Backend) {
         // Write from a thread while acknowledgements are read here; after a random
         // while, kill without warning, mid-stream. The clock starts once the store is
         // open (an answered `initialize`), so a slow start on a loaded machine (PostgreSQL
-        // connecting) does not leave every round without an acknowledged write.
+        // connecting) does not eat the round.
         s.call("initialize", json!({}));
         let mut stdin = s.take_stdin();
         let writer = std::thread::spawn(move || {
             let _ = std::io::Write::write_all(&mut stdin, &frames);
         });
+        // At least two acknowledgements a round, however slow the machine's commits are
+        // (a loaded PostgreSQL), so that the check below always has writes to check.
         let deadline = Instant::now() + Duration::from_millis(5 + seed % 120);
-        while let Some(wait) = deadline.checked_duration_since(Instant::now()) {
+        let mut this_round = 0;
+        loop {
+            let wait = match deadline.checked_duration_since(Instant::now()) {
+                Some(wait) => wait,
+                None if this_round < 2 => Duration::from_secs(10),
+                None => break,
+            };
             let Some(reply) = s.recv_within(wait) else { break };
             assert!(reply.get("result").is_some(), "{reply}");
             acked.extend(sent.remove(&reply["id"].as_u64().unwrap()).unwrap());
+            this_round += 1;
         }
         s.kill();
         writer.join().unwrap();
