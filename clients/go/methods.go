@@ -123,6 +123,13 @@ func (c *Client) Image(ctx context.Context, params ImageParams) (*ImageData, err
 	return call[ImageData](ctx, c, "session/image", params)
 }
 
+// Search finds messages by their text (words, prefix*, "phrases", all required), best
+// match first, a page at a time (NextCursor); a message shared by forks is a hit in each
+// session holding it (session/search).
+func (c *Client) Search(ctx context.Context, params SearchParams) (*SearchPage, error) {
+	return call[SearchPage](ctx, c, "session/search", params)
+}
+
 // Clear drops every message, keeping the system prompt, cwd and metadata
 // (session/clear).
 func (c *Client) Clear(ctx context.Context, params ClearParams) (*Cleared, error) {

@@ -219,6 +219,15 @@ func TestEveryMethod(t *testing.T) {
 		t.Fatalf("rewind: %+v", rw)
 	}
 
+	// search, in one session and across all
+	sr := must[*convo.SearchPage](t)(c.Search(ctx, convo.SearchParams{Query: "one", SessionID: "demo-alt", Limit: 5}))
+	if len(sr.Hits) != 1 || sr.Hits[0].MessageID != one.MessageID || sr.Hits[0].Snippet != "[one]" || sr.NextCursor != nil {
+		t.Fatalf("search: %+v", sr)
+	}
+	if _, err := c.Search(ctx, convo.SearchParams{Query: "\"open"}); err == nil {
+		t.Fatal("search: a malformed query was accepted")
+	}
+
 	// images by reference
 	png := "iVBORw0KGgoAAAANSUhEUg=="
 	must[*convo.Added](t)(c.AddUser(ctx, convo.AddUserParams{SessionID: "demo-alt", Text: "pic", Images: []string{png}}))

@@ -34,6 +34,7 @@ var clientMethods = map[string]string{
 	"session/fork":            "Fork",
 	"session/clear":           "Clear",
 	"session/rewind":          "Rewind",
+	"session/search":          "Search",
 	"session/image":           "Image",
 	"session/compact":         "Compact",
 	"session/to_dict":         "ToDict",

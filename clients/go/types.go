@@ -603,6 +603,31 @@ type ImageParams struct {
 	Ref string `json:"ref"`
 }
 
+// SearchParams are session/search's params. Limit 0 means the default (20); Cursor is
+// the NextCursor of the previous page.
+type SearchParams struct {
+	Query     string `json:"query"`
+	SessionID string `json:"session_id,omitempty"`
+	Limit     int64  `json:"limit,omitempty"`
+	Cursor    string `json:"cursor,omitempty"`
+}
+
+// SearchPage is session/search's result: NextCursor is nil on the last page.
+type SearchPage struct {
+	Hits       []SearchHit `json:"hits"`
+	NextCursor *string     `json:"next_cursor"`
+}
+
+// SearchHit is a message found in one session: Index is its place in that session's
+// history; Snippet shows up to 16 words around the first match, matches in [ ].
+type SearchHit struct {
+	SessionID string `json:"session_id"`
+	MessageID string `json:"message_id"`
+	Index     int64  `json:"index"`
+	Role      Role   `json:"role"`
+	Snippet   string `json:"snippet"`
+}
+
 // ImageData is session/image's result.
 type ImageData struct {
 	Data      string `json:"data"`

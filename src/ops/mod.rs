@@ -13,6 +13,7 @@ mod images;
 mod messages;
 mod provider;
 mod runtime;
+mod search;
 mod sessions;
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -29,6 +30,7 @@ pub use images::{ImageData, refs_in_messages, refs_in_payload};
 pub use messages::{Added, History, Trimmed};
 pub use provider::{Exported, TrimmedToFit};
 pub use runtime::{JsonAnswer, RunAnswer, Turn, sweep_crashed_drafts};
+pub use search::{Hit, Hits};
 
 /// The most messages one request may carry (`add_messages`, `from_dict`) and the most
 /// one reply may hold (`history`, `to_dict`): beyond them, error 1005.

@@ -9,6 +9,7 @@ pub mod import;
 mod info;
 mod message;
 mod rules;
+pub mod search;
 mod stamp;
 pub mod tokens;
 

@@ -12,12 +12,13 @@ use async_trait::async_trait;
 
 use crate::error::{Error, Result, quote};
 use crate::session::image;
+use crate::session::search::Query;
 use crate::session::{
     Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, Tail, check_revision,
     compaction_message, new_session_id, now, plan_append, rewind_keeps, turns_cut,
 };
 use crate::store::feed::{Change, ChangeKind, Feed, Watcher};
-use crate::store::{Appended, Compacted, Doomed, HistoryPage, Removed, Rewound, Store};
+use crate::store::{Appended, Compacted, Doomed, Found, HistoryPage, Removed, Rewound, Store};
 
 #[derive(Default)]
 pub struct MemoryStore {
@@ -476,6 +477,21 @@ impl Store for MemoryStore {
         let index = self.images.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut holders = index.get(reference).into_iter().flatten();
         Ok(holders.find_map(|(message, i)| message.upgrade()?.images.as_ref()?.get(*i).cloned()))
+    }
+
+    async fn search(&self, query: &Query, session_id: Option<&str>, offset: u64, limit: u64) -> Result<Vec<Found>> {
+        // A snapshot under the lock (each history an O(1) clone), scanned without it.
+        let histories: Vec<_> = {
+            let sessions = self.lock();
+            match session_id {
+                Some(id) => {
+                    let entry = sessions.get(id).ok_or_else(|| not_found(id))?;
+                    vec![(id.to_owned(), entry.history.messages.clone())]
+                }
+                None => sessions.iter().map(|(id, e)| (id.clone(), e.history.messages.clone())).collect(),
+            }
+        };
+        Ok(super::scan::scan(histories, query, offset, limit))
     }
 
     async fn flush(&self) -> Result<()> {

@@ -6,6 +6,7 @@ pub mod feed;
 mod memory;
 mod postgres;
 mod row;
+mod scan;
 mod sqlite;
 
 use std::path::PathBuf;
@@ -14,7 +15,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::error::Result;
-use crate::session::{Draft, DraftEnd, Fields, Import, ListKey, Message, Patch, SessionInfo, Tail};
+use crate::session::search::Query;
+use crate::session::{Draft, DraftEnd, Fields, Import, ListKey, Message, Patch, Role, SessionInfo, Tail};
 
 pub use memory::MemoryStore;
 pub use postgres::{PostgresStore, check_schema_name as check_pg_schema};
@@ -62,6 +64,17 @@ pub enum Doomed {
     Ids(Vec<String>),
     /// Every session whose `updated_at` is strictly before this canonical time stamp.
     UpdatedBefore(String),
+}
+
+/// A message a search found, in one session whose history holds it: `index` is its
+/// place in that history, `text` its searchable text (`session::search::message_text`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub session_id: String,
+    pub index: u64,
+    pub message_id: String,
+    pub role: Role,
+    pub text: String,
 }
 
 /// One page of a session's stored history, with what a repaired view needs.
@@ -167,6 +180,12 @@ pub trait Store: Send + Sync + 'static {
     /// The base64 of the image whose ref (`session::image`) is `reference`, if the store
     /// holds it.
     async fn image(&self, reference: &str) -> Result<Option<String>>;
+
+    /// The messages matching `query` (`session::search`), best match first, ties by
+    /// session id then index; a message shared by forks once per session holding it.
+    /// Only `session_id`'s history when given (1001 if there is no such session); the
+    /// results `offset..offset + limit` of that order.
+    async fn search(&self, query: &Query, session_id: Option<&str>, offset: u64, limit: u64) -> Result<Vec<Found>>;
 
     /// Makes every acknowledged write durable; called before the server exits.
     async fn flush(&self) -> Result<()>;

@@ -17,6 +17,7 @@ mod postgres;
 mod properties;
 mod replay;
 mod runtime;
+mod search;
 mod sessions;
 mod watch;
 mod wire;

@@ -10,6 +10,7 @@
 //! - rewind keeps a tool-call group whole, and its archive holds the history as it was;
 //!   compact never splits a group, and its result exports and validates like any other;
 //! - both stores answer alike, and hold alike;
+//! - search in a session finds exactly the messages of its history holding the word;
 //! - every export, in every format, passes convo's own validator.
 
 use std::collections::{HashMap, HashSet};
@@ -115,6 +116,24 @@ impl Subject {
 
     fn revision(&mut self, id: &str) -> u64 {
         self.call("session/get", json!({"session_id": id})).unwrap()["revision"].as_u64().unwrap()
+    }
+}
+
+/// `session/search` in one session for a word and a prefix finds exactly the indexes
+/// whose text holds them, as a scan of the stored history says.
+fn search_agrees_with_history(subject: &mut Subject, id: &str, stored: &[Value]) {
+    for (query, word, prefix) in [("r", "r", false), ("U*", "u", true)] {
+        let expected: Vec<u64> = (0..stored.len() as u64)
+            .filter(|&i| {
+                let text = stored[i as usize]["content"].as_str().unwrap_or("").to_lowercase();
+                text.split(|c: char| !c.is_alphanumeric()).any(|w| if prefix { w.starts_with(word) } else { w == word })
+            })
+            .collect();
+        let found = subject.call("session/search", json!({"query": query, "session_id": id, "limit": 200})).unwrap();
+        let mut indexes: Vec<u64> =
+            found["hits"].as_array().unwrap().iter().map(|h| h["index"].as_u64().unwrap()).collect();
+        indexes.sort_unstable();
+        assert_eq!(indexes, expected, "{id}: search for {query} disagrees with the history");
     }
 }
 
@@ -445,6 +464,7 @@ impl Run {
                         "{id} {format}: convo's export breaks convo's validator: {violations:?}"
                     );
                 }
+                search_agrees_with_history(subject, id, stored);
                 let revision = subject.revision(id);
                 let last = subject.revisions.insert(id.clone(), revision).unwrap_or(0);
                 assert!(revision >= last, "{id}: revision went down");

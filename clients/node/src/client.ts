@@ -334,6 +334,13 @@ export class ConvoClient {
     return this.request("session/image", params, options);
   }
 
+  /** `session/search`: full-text search over message text (words, `prefix*`, `"phrases"`),
+   * best match first, one page at a time (`next_cursor`); a message shared by forks is a
+   * hit in each session holding it. */
+  search(params: P.SessionSearchParams, options?: CallOptions): Promise<P.SearchPage> {
+    return this.request("session/search", params, options);
+  }
+
   /** `session/to_dict`: `{session_id, system, cwd, messages}`, for `fromDict` or the agent library. */
   toDict(params: P.SessionToDictParams, options?: CallOptions): Promise<P.Dict> {
     return this.request("session/to_dict", params, options);
@@ -527,6 +534,7 @@ export const CLIENT_METHODS = {
   "session/rewind": "rewind",
   "session/image": "image",
   "session/compact": "compact",
+  "session/search": "search",
   "session/to_dict": "toDict",
   "session/from_dict": "fromDict",
   "session/export": "export",

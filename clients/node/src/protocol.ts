@@ -221,6 +221,22 @@ export type ImageRefString = string;
 /** How images are shown: base64 as stored (`inline`), or each as an ImageRef (`ref`; in `session/export`, `{ref}` where the body would hold base64). */
 export type Images = "inline" | "ref";
 
+export type SearchPage = {
+  hits: SearchHit[];
+  /** Opaque; null on the last page. */
+  next_cursor: string | null;
+};
+
+export type SearchHit = {
+  session_id: SessionId;
+  message_id: string;
+  /** The message's place in that session's history, as `session/history` counts it. */
+  index: number;
+  role: Role;
+  /** Up to 16 words of the message's text around the first match, matched words in `[` `]`, white space collapsed, `…` where text was cut. */
+  snippet: string;
+};
+
 /** Params of `initialize`. */
 export type InitializeParams = Record<string, unknown>;
 
@@ -473,6 +489,20 @@ export type SessionImageResult = {
   media_type: string;
 };
 
+/** Params of `session/search`. */
+export type SessionSearchParams = {
+  /** Terms separated by spaces, all required: `word`, `prefix*`, `"a phrase"` (`"a phr"*`). At most 32 words. No word at all, an unbalanced quote or a `*` elsewhere than at the end of a term: -32602. */
+  query: string;
+  /** Only this session's history (unknown: 1001). */
+  session_id?: SessionId;
+  limit?: number;
+  /** `next_cursor` of the previous page; any other string is -32602. */
+  cursor?: string;
+};
+
+/** Result of `session/search`: SearchPage. */
+export type SessionSearchResult = SearchPage;
+
 /** Params of `session/to_dict`. */
 export type SessionToDictParams = {
   session_id: SessionId;
@@ -665,6 +695,8 @@ export interface Methods {
   "session/compact": { params: SessionCompactParams; result: SessionCompactResult };
   /** The image a ref names (refs are store-wide: any session's image). An unknown or malformed ref is -32602. */
   "session/image": { params: SessionImageParams; result: SessionImageResult };
+  /** Full-text search over message text, best match first; a message shared by forks is a hit in each session whose history holds it. Words are runs of letters and digits, lowercased, no stemming; every term must match. Only what a reader of the store could see is found (never a trimmed, rewound, cleared or deleted message). */
+  "session/search": { params: SessionSearchParams; result: SessionSearchResult };
   /** The whole session as one value, which session/from_dict accepts. A session of more than 100,000 messages is 1005 (page it with session/history). */
   "session/to_dict": { params: SessionToDictParams; result: SessionToDictResult };
   /** Imports a session: session/to_dict's output, the generic agent library's to_dict (`system_prompt` may stand for `system`), or with `format` a provider's request body (the inverse of session/export). A dangling call in the middle gets cancelled results; a result with no open call fails the import with 1004, or is dropped with `repair`. At most 100,000 messages (1005). */
@@ -711,6 +743,7 @@ export const METHOD_NAMES = [
   "session/rewind",
   "session/compact",
   "session/image",
+  "session/search",
   "session/to_dict",
   "session/from_dict",
   "session/export",

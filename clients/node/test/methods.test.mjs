@@ -88,7 +88,10 @@ test("every protocol method, through its client method", async () => {
   const byRef = await client.history({ session_id: "copy", images: "ref", offset: dict.messages.length });
   const shown = /** @type {{ref: string}} */ (byRef.messages[0]?.images?.[0]);
   assert.deepEqual(await client.image({ ref: shown.ref }), { data: png, media_type: "image/png" });
-  await client.addAssistant({ session_id: "copy", text: "extra" });
+  await client.addAssistant({ session_id: "copy", text: "extra Zephyrs here" });
+  const found = await client.search({ query: "zephyr*", session_id: "copy", limit: 1 });
+  assert.deepEqual([found.hits.length, found.hits[0]?.role, found.hits[0]?.snippet], [1, "assistant", "extra [Zephyrs] here"]);
+  assert.equal(found.next_cursor, null);
   const rewound = await client.rewind({ session_id: "copy", to_message_id: first, archive: true });
   assert.deepEqual([rewound.removed, rewound.revision], [dict.messages.length + 1, 3]);
   assert.equal((await client.getSession({ session_id: rewound.archived_session_id ?? "" })).message_count, dict.messages.length + 2);

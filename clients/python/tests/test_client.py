@@ -68,6 +68,8 @@ async def test_every_method_async() -> None:
         assert hist["messages"][-1]["metadata"] == {"synthetic": True}
         raw = await c.history("demo", repair=False)
         assert len(raw["messages"]) == 3
+        found = await c.search("read*")
+        assert [(h["session_id"], h["index"], h["snippet"]) for h in found["hits"]] == [("demo", 1, "[Reading]")]
         page = await c.history("demo", offset=1, limit=1)
         assert [m["index"] if "index" in m else m["role"] for m in page["messages"]] == ["assistant"]
         r = await c.add_tool_result("demo", "a", "A")
@@ -150,6 +152,9 @@ def test_every_method_sync(client: convo.Client) -> None:
     ref = c.history("f", images="ref", offset=2)["messages"][0]["images"][0]["ref"]
     assert c.image(ref) == {"data": PNG, "media_type": "image/png"}
     assert ref in json.dumps(c.to_dict("f", images="ref")) and ref in json.dumps(c.export("f", images="ref"))
+    found = c.search("two", session_id="f", limit=1)
+    assert [(h["index"], h["role"], h["snippet"]) for h in found["hits"]] == [(1, "user", "[two]")]
+    assert found["next_cursor"] is None
     rewound = c.rewind("f", first, archive=True)
     assert rewound["removed"] == 2 and c.get(rewound["archived_session_id"])["message_count"] == 3
     compacted = c.compact(rewound["archived_session_id"], 1, "earlier")

@@ -11,9 +11,9 @@ use crate::error::{Error, Result};
 use crate::ops::{Call, DictData, Imported, SessionDict, refs_in_messages};
 use crate::rpc::methods::history::Reply;
 use crate::rpc::methods::{Ctx, is_empty_array, param_errors};
-use crate::session::SessionId;
 use crate::session::export::Format;
 use crate::session::image::Images;
+use crate::session::{SessionId, empty_table};
 
 #[derive(Deserialize)]
 pub struct ToDictParams {
@@ -44,14 +44,18 @@ pub struct FromDictParams {
     expected_revision: Option<u64>,
 }
 
+/// Our own dict, read as a typed member is: an object, or `[]` as `{}`.
+#[derive(Deserialize)]
+struct OwnDict(#[serde(deserialize_with = "empty_table::object")] DictData);
+
 pub async fn from_dict(ctx: Arc<Ctx>, p: FromDictParams, _: Arc<Call>) -> Result<Imported> {
     // A Lua host writes an empty table as `[]`: read as `{}`.
     let raw = if is_empty_array(p.data.get()) { "{}" } else { p.data.get() };
     let data = match (p.format, p.session_id) {
         (None, Some(_)) => return Err(Error::invalid("session_id: give it inside `data` (or with a `format`)")),
         (None, None) => {
-            let parsed = serde_path_to_error::deserialize::<_, DictData>(&mut serde_json::Deserializer::from_str(raw));
-            parsed.map_err(|e| {
+            let parsed = serde_path_to_error::deserialize::<_, OwnDict>(&mut serde_json::Deserializer::from_str(raw));
+            parsed.map(|own| own.0).map_err(|e| {
                 let path = match e.path().to_string() {
                     root if root == "." => "data".to_owned(),
                     path => format!("data.{path}"),

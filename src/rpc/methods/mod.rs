@@ -127,6 +127,7 @@ pub fn module(ctx: Ctx) -> Registry {
     t.add("session/rewind", Session, PoolWrites, history::rewind);
     t.add("session/image", Barrier, Pool, history::image);
     t.add("session/compact", Session, Host, history::compact);
+    t.add("session/search", Barrier, Pool, history::search);
     t.add("session/add_user", Session, Inline, messages::add_user);
     t.add("session/add_assistant", Session, Inline, messages::add_assistant);
     t.add("session/add_tool_result", Session, Inline, messages::add_tool_result);

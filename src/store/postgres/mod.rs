@@ -12,6 +12,7 @@ mod check;
 pub mod connect;
 mod rows;
 mod schema;
+mod search;
 mod writer;
 
 use std::sync::Arc;
@@ -22,13 +23,14 @@ use deadpool_postgres::{ClientWrapper as Db, Manager, ManagerConfig, Object, Poo
 use futures_util::future::BoxFuture;
 
 use crate::error::{Error, Result};
+use crate::session::search::Query;
 use crate::session::{
     Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, check_revision,
     compaction_message, new_session_id, plan_append,
 };
 use crate::store::feed::{ChangeKind, Feed, Watcher};
 use crate::store::row::{SessionRow, Span, fork_parent, new_info, touched};
-use crate::store::{Appended, Compacted, Doomed, HistoryPage, Removed, Rewound, Store};
+use crate::store::{Appended, Compacted, Doomed, Found, HistoryPage, Removed, Rewound, Store};
 pub use schema::check_name as check_schema_name;
 use schema::pg;
 
@@ -575,6 +577,14 @@ impl Store for PostgresStore {
     async fn image(&self, reference: &str) -> Result<Option<String>> {
         let db = self.connections.get().await?;
         rows::image(&db, reference).await
+    }
+
+    async fn search(&self, query: &Query, session_id: Option<&str>, offset: u64, limit: u64) -> Result<Vec<Found>> {
+        let (query, session_id) = (query.clone(), session_id.map(str::to_owned));
+        self.read(move |db| {
+            Box::pin(async move { search::search(db, &query, session_id.as_deref(), offset, limit).await })
+        })
+        .await
     }
 
     async fn flush(&self) -> Result<()> {

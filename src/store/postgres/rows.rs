@@ -174,7 +174,8 @@ pub async fn insert_message(db: &Db, segment: i64, seq: u64, m: &Message) -> Res
         hashes = Some(list);
     }
     let sql = format!(
-        "INSERT INTO messages (segment, seq, {MESSAGE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+        "INSERT INTO messages (segment, seq, {MESSAGE_COLUMNS}, words) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::text::tsvector)"
     );
     execute(
         db,
@@ -191,6 +192,7 @@ pub async fn insert_message(db: &Db, segment: i64, seq: u64, m: &Message) -> Res
             &opt_json(&hashes),
             &opt_json(&m.metadata),
             &m.created_at,
+            &crate::session::search::tsvector(m),
         ],
     )
     .await

@@ -82,6 +82,13 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE blobs ADD COLUMN bytes bigint;
     CREATE INDEX blobs_by_ref ON blobs(ref);
     "#,
+    // 3: as SQLite's version 6: full-text search, each message row's words as convo
+    // splits them (`search`; filled for the messages already stored by
+    // `index_old_messages`).
+    r#"
+    ALTER TABLE messages ADD COLUMN words tsvector;
+    CREATE INDEX messages_by_words ON messages USING gin (words);
+    "#,
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -160,6 +167,9 @@ pub async fn migrate(client: &mut Client, schema: &str) -> Result<()> {
         tx.batch_execute(migration).await.map_err(pg)?;
         if i + 1 == 2 {
             describe_old_images(&tx).await?;
+        }
+        if i + 1 == 3 {
+            super::search::index_old_messages(&tx).await?;
         }
         tx.execute("UPDATE meta SET version = $1", &[&(i as i64 + 1)]).await.map_err(pg)?;
         tracing::info!(version = i + 1, schema, "PostgreSQL schema migrated");

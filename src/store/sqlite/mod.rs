@@ -13,6 +13,7 @@ mod drafts;
 mod file;
 mod rows;
 mod schema;
+mod search;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -23,13 +24,14 @@ use rusqlite::{Connection, params};
 
 use crate::error::{Error, Result};
 use crate::pool::Pool;
+use crate::session::search::Query;
 use crate::session::{
     Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, check_revision,
     compaction_message, new_session_id, plan_append,
 };
 use crate::store::feed::{ChangeKind, Feed, Watcher};
 use crate::store::row::{new_info, touched};
-use crate::store::{Appended, Compacted, Doomed, HistoryPage, Removed, Rewound, Store};
+use crate::store::{Appended, Compacted, Doomed, Found, HistoryPage, Removed, Rewound, Store};
 use chain::Span;
 use rows::{SESSION_COLUMNS, SessionRow, require_session};
 pub use schema::Settings;
@@ -489,6 +491,11 @@ impl Store for SqliteStore {
     async fn image(&self, reference: &str) -> Result<Option<String>> {
         let reference = reference.to_owned();
         self.read(move |c| rows::image(c, &reference)).await
+    }
+
+    async fn search(&self, query: &Query, session_id: Option<&str>, offset: u64, limit: u64) -> Result<Vec<Found>> {
+        let (query, session_id) = (query.clone(), session_id.map(str::to_owned));
+        self.read(move |c| search::search(c, &query, session_id.as_deref(), offset, limit)).await
     }
 
     async fn flush(&self) -> Result<()> {

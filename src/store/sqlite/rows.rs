@@ -148,8 +148,8 @@ pub fn insert_message(conn: &Connection, segment: i64, seq: u64, m: &Message) ->
             m.created_at,
         ])
     })
-    .map(drop)
-    .map_err(sql)
+    .map_err(sql)?;
+    super::search::insert(conn, segment, seq, m)
 }
 
 /// Stores an image once, however many messages carry it, with its ref
@@ -219,6 +219,6 @@ pub fn delete_messages(conn: &Connection, segment: i64, lo: u64, hi: u64) -> Res
     }
     conn.prepare_cached("DELETE FROM messages WHERE segment = ?1 AND seq >= ?2 AND seq < ?3")
         .and_then(|mut s| s.execute(params![segment, lo, hi]))
-        .map(drop)
-        .map_err(sql)
+        .map_err(sql)?;
+    super::search::delete(conn, segment, lo as u64, hi as u64)
 }

@@ -97,6 +97,13 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE blobs ADD COLUMN bytes INTEGER;
     CREATE INDEX blobs_by_ref ON blobs(ref);
     "#,
+    // 6: full-text search: each message row's words, by rowid `segment << 32 | seq`
+    // (`search`; filled for the messages already stored by `index_old_messages`).
+    r#"
+    CREATE VIRTUAL TABLE message_words USING fts5(
+        words, content = '', contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 0'
+    );
+    "#,
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -211,6 +218,9 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
         tx.execute_batch(migration).map_err(|e| cannot_open(path, e))?;
         if i + 1 == 5 {
             super::rows::describe_old_images(&tx).map_err(|e| cannot_open(path, e))?;
+        }
+        if i + 1 == 6 {
+            super::search::index_old_messages(&tx).map_err(|e| cannot_open(path, e))?;
         }
         tx.pragma_update(None, "user_version", i as i64 + 1).map_err(|e| cannot_open(path, e))?;
         tracing::info!(version = i + 1, "database schema migrated");

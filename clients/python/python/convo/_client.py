@@ -86,6 +86,7 @@ METHODS: dict[str, str] = {
     "session/rewind": "rewind",
     "session/image": "image",
     "session/compact": "compact",
+    "session/search": "search",
     "session/to_dict": "to_dict",
     "session/from_dict": "from_dict",
     "session/export": "export",
@@ -822,6 +823,22 @@ class AsyncClient:
     async def image(self, ref: str) -> dict[str, Any]:
         """``session/image`` → ``{data, media_type}``: the image a ref names."""
         return await self.request("session/image", {"ref": ref})
+
+    async def search(
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """``session/search`` → ``{hits: [{session_id, message_id, index, role, snippet}],
+        next_cursor}``: full-text search over message text (words, ``prefix*``,
+        ``"phrases"``, all required), best match first; a message shared by forks is a hit
+        in each session holding it."""
+        return await self.request(
+            "session/search", _params(query=query, session_id=session_id, limit=limit, cursor=cursor)
+        )
 
     async def from_dict(
         self,

@@ -406,6 +406,17 @@ class Client:
         """``session/image`` → ``{data, media_type}``."""
         return self._fast(AsyncClient.image, ref)
 
+    def search(
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """``session/search`` → ``{hits, next_cursor}``."""
+        return self._fast(AsyncClient.search, query, session_id=session_id, limit=limit, cursor=cursor)
+
     def from_dict(
         self,
         data: Mapping[str, Any],
