@@ -3,12 +3,13 @@
 //! the same methods: `session/create`, `add_user`, `history`, `fork`, `trim`.
 //!
 //! ```text
-//! convo-bench [--quick] [--million] [--provider] [--search] [--round-trips-only] [--label NAME] [--json FILE] -- COMMAND [ARGS...]
+//! convo-bench [--quick] [--million] [--provider] [--search] [--images] [--round-trips-only] [--label NAME] [--json FILE] -- COMMAND [ARGS...]
 //! ```
 //!
 //! `--round-trips-only` is for the echo floor, which keeps no state; `--million`,
 //! `--provider` (export and token counts) and `--search` (full-text search over 100,000
-//! messages; `--search-only` measures nothing else) use methods only convo has; `--runtime`
+//! messages; `--search-only` measures nothing else) and `--images` (`history` of a session
+//! of 1 MiB images inline and by reference; `--images-only`) use methods only convo has; `--runtime`
 //! measures a turn through the host (convo's `session/run`, the echo's `echo/ask`).
 //!
 //! It prints one line per figure and, with `--json`, appends one JSON object per run.
@@ -28,6 +29,8 @@ struct Sizes {
     forks: &'static [usize],
     million: usize,
     search: usize,
+    /// Messages that each carry the same 1 MiB image.
+    images: usize,
 }
 
 const FULL: Sizes = Sizes {
@@ -37,9 +40,10 @@ const FULL: Sizes = Sizes {
     forks: &[10, 10_000, 100_000],
     million: 1_000_000,
     search: 100_000,
+    images: 20,
 };
 const QUICK: Sizes =
-    Sizes { sequential: 50, pipelined: 500, history: 100, forks: &[10, 100], million: 2_000, search: 2_000 };
+    Sizes { sequential: 50, pipelined: 500, history: 100, forks: &[10, 100], million: 2_000, search: 2_000, images: 2 };
 
 /// How many requests are in flight in the pipelined measures.
 const WINDOW: usize = 64;
@@ -48,7 +52,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(split) = args.iter().position(|a| a == "--") else {
         eprintln!(
-            "usage: convo-bench [--quick] [--million] [--provider] [--search] [--round-trips-only] [--label NAME] [--json FILE] -- COMMAND [ARGS...]"
+            "usage: convo-bench [--quick] [--million] [--provider] [--search] [--images] [--round-trips-only] [--label NAME] [--json FILE] -- COMMAND [ARGS...]"
         );
         std::process::exit(2);
     };
@@ -62,6 +66,11 @@ fn main() {
     let mut c = Client::spawn(cmd);
     if flag("--search-only") {
         measure_search(&mut c, sizes, &mut report);
+        c.close();
+        return;
+    }
+    if flag("--images-only") {
+        measure_images(&mut c, sizes, &mut report);
         c.close();
         return;
     }
@@ -81,6 +90,9 @@ fn main() {
     }
     if flag("--search") {
         measure_search(&mut c, sizes, &mut report);
+    }
+    if flag("--images") {
+        measure_images(&mut c, sizes, &mut report);
     }
     if flag("--million") {
         measure_million(&mut c, sizes, &mut report);
@@ -213,6 +225,55 @@ fn measure_history(c: &mut Client, sizes: &Sizes, report: &mut Report) {
     let started = std::time::Instant::now();
     c.call("session/trim", &json!({"session_id": "hist", "max_turns": sizes.history / 2}).to_string());
     report.add("trim_half_of_10k_ms", ms(started.elapsed()), "ms");
+}
+
+/// `session/history` of a session whose every message carries the same 1 MiB image
+/// (random bytes behind a PNG signature), inline and by reference (`images: "ref"`):
+/// the reply's size and the rate it is read at, median of 5.
+fn measure_images(c: &mut Client, sizes: &Sizes, report: &mut Report) {
+    let mut state = 0x9E37_79B9_u32;
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    png.extend((0..1 << 20).map(|_| {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        state as u8
+    }));
+    let image = base64(&png);
+    create(c, "images");
+    let params = json!({"session_id": "images", "text": "look", "images": [image]}).to_string();
+    for _ in 0..sizes.images {
+        c.call("session/add_user", &params);
+    }
+    for mode in ["inline", "ref"] {
+        let params = json!({"session_id": "images", "images": mode}).to_string();
+        let mut bytes = 0;
+        let times = (0..5)
+            .map(|_| {
+                let started = std::time::Instant::now();
+                bytes = c.call("session/history", &params).len();
+                started.elapsed()
+            })
+            .collect();
+        let t = median(times);
+        report.add(&format!("history_images_{mode}_bytes"), bytes as f64, "B");
+        report.add(&format!("history_images_{mode}_ms"), ms(t), "ms");
+        report.add(&format!("history_images_{mode}_mb_per_s"), bytes as f64 / 1e6 / t.as_secs_f64(), "MB/s");
+    }
+}
+
+/// Standard base64 with padding (the bench's only dependency is serde_json).
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | (*b as u32) << (16 - 8 * i));
+        for i in 0..4 {
+            let c = if i <= chunk.len() { ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char } else { '=' };
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn measure_forks(c: &mut Client, sizes: &Sizes, report: &mut Report) {
