@@ -206,22 +206,24 @@ async fn rewind_in(
     if keep >= row.len {
         return Ok(Rewound { removed: 0, revision: row.info.revision, archived_session_id: None });
     }
-    let archived_session_id = if archive {
-        let last = chain::id_at(db, &spans, row.len - 1).await?;
-        let forked_from = ForkPoint { session_id: id.to_owned(), message_id: last };
-        let info = new_info(new_session_id(), row.fields(), Some(forked_from), row.len - row.start);
-        let archived = SessionRow { info, segment: row.segment, start: row.start, len: row.len };
-        put(db, schema, ChangeKind::Created, &archived).await?;
-        Some(archived.info.session_id)
-    } else {
-        None
-    };
+    let archived_session_id = if archive { Some(archive_in(db, schema, &row, &spans).await?) } else { None };
     let (old, removed) = (row.segment, row.len - keep);
     let mut row = touched(row);
     (row.segment, row.len) = (chain::new_segment(db, fork_parent(&spans, row.start, keep), keep).await?, keep);
     put(db, schema, ChangeKind::Rewound, &row).await?;
     chain::reclaim(db, old).await?;
     Ok(Rewound { removed, revision: row.info.revision, archived_session_id })
+}
+
+/// Keeps the whole history as a new session on the session's segment, which the
+/// session is about to leave: a fork in O(1) (as the SQLite store's `archive_in`).
+async fn archive_in(db: &Db, schema: &str, row: &SessionRow, spans: &[Span]) -> Result<String> {
+    let last = chain::id_at(db, spans, row.len - 1).await?;
+    let forked_from = ForkPoint { session_id: row.info.session_id.clone(), message_id: last };
+    let info = new_info(new_session_id(), row.fields(), Some(forked_from), row.len - row.start);
+    let archived = SessionRow { info, segment: row.segment, start: row.start, len: row.len };
+    put(db, schema, ChangeKind::Created, &archived).await?;
+    Ok(archived.info.session_id)
 }
 
 /// `Store::compact` inside a write transaction, as the SQLite store does it: the summary
@@ -250,16 +252,7 @@ async fn compact_in(
     let summary_message_id = summary.id.clone();
     let mut messages = vec![summary];
     messages.extend(chain::read(db, &spans, row.start + cut, row.len).await?);
-    let archived_session_id = if archive {
-        let last = chain::id_at(db, &spans, row.len - 1).await?;
-        let forked_from = ForkPoint { session_id: id.to_owned(), message_id: last };
-        let info = new_info(new_session_id(), row.fields(), Some(forked_from), row.len - row.start);
-        let archived = SessionRow { info, segment: row.segment, start: row.start, len: row.len };
-        put(db, schema, ChangeKind::Created, &archived).await?;
-        Some(archived.info.session_id)
-    } else {
-        None
-    };
+    let archived_session_id = if archive { Some(archive_in(db, schema, &row, &spans).await?) } else { None };
     let old = row.segment;
     let mut row = touched(row);
     (row.segment, row.start, row.len) = (chain::new_segment(db, None, 0).await?, 0, messages.len() as u64);
