@@ -3,11 +3,13 @@
 //! the same methods: `session/create`, `add_user`, `history`, `fork`, `trim`.
 //!
 //! ```text
-//! convo-bench [--quick] [--million] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]
+//! convo-bench [--quick] [--million] [--provider] [--search] [--images] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]
 //! ```
 //!
-//! `--round-trips-only` is for the echo floor, which keeps no state; `--million` and
-//! `--provider` (export and token counts) use methods only convo has; `--runtime`
+//! `--round-trips-only` is for the echo floor, which keeps no state; `--million`,
+//! `--provider` (export and token counts) and `--search` (full-text search over 100,000
+//! messages; `--search-only` measures nothing else) and `--images` (`history` of a session
+//! of 1 MiB images inline and by reference; `--images-only`) use methods only convo has; `--runtime`
 //! measures a turn through the host (convo's `session/run`, the echo's `echo/ask`).
 //!
 //! It prints one line per figure and, with `--json`, appends one JSON object per run.
@@ -27,11 +29,22 @@ struct Sizes {
     history: usize,
     forks: &'static [usize],
     million: usize,
+    search: usize,
+    /// Messages that each carry the same 1 MiB image.
+    images: usize,
 }
 
-const FULL: Sizes =
-    Sizes { sequential: 5_000, pipelined: 100_000, history: 10_000, forks: &[10, 10_000, 100_000], million: 1_000_000 };
-const QUICK: Sizes = Sizes { sequential: 50, pipelined: 500, history: 100, forks: &[10, 100], million: 2_000 };
+const FULL: Sizes = Sizes {
+    sequential: 5_000,
+    pipelined: 100_000,
+    history: 10_000,
+    forks: &[10, 10_000, 100_000],
+    million: 1_000_000,
+    search: 100_000,
+    images: 20,
+};
+const QUICK: Sizes =
+    Sizes { sequential: 50, pipelined: 500, history: 100, forks: &[10, 100], million: 2_000, search: 2_000, images: 2 };
 
 /// How many requests are in flight in the pipelined measures.
 const WINDOW: usize = 64;
@@ -40,7 +53,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(split) = args.iter().position(|a| a == "--") else {
         eprintln!(
-            "usage: convo-bench [--quick] [--million] [--provider] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]"
+            "usage: convo-bench [--quick] [--million] [--provider] [--search] [--images] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]"
         );
         std::process::exit(2);
     };
@@ -57,8 +70,18 @@ fn main() {
     let label = value("--label").unwrap_or_else(|| cmd.join(" "));
     let mut report = Report { label, figures: serde_json::Map::new() };
 
-    measure_spawn(cmd, &mut report);
     let mut c = Client::spawn(cmd);
+    if flag("--search-only") {
+        measure_search(&mut c, sizes, &mut report);
+        c.close();
+        return;
+    }
+    if flag("--images-only") {
+        measure_images(&mut c, sizes, &mut report);
+        c.close();
+        return;
+    }
+    measure_spawn(cmd, &mut report);
     measure_round_trips(&mut c, sizes, &mut report);
     if !flag("--round-trips-only") {
         measure_history(&mut c, sizes, &mut report);
@@ -71,6 +94,12 @@ fn main() {
     }
     if flag("--provider") {
         measure_provider(&mut c, sizes, &mut report);
+    }
+    if flag("--search") {
+        measure_search(&mut c, sizes, &mut report);
+    }
+    if flag("--images") {
+        measure_images(&mut c, sizes, &mut report);
     }
     if flag("--million") {
         measure_million(&mut c, sizes, &mut report);
@@ -214,6 +243,55 @@ fn measure_history(c: &mut Client, sizes: &Sizes, report: &mut Report) {
     report.add("trim_half_of_10k_ms", ms(started.elapsed()), "ms");
 }
 
+/// `session/history` of a session whose every message carries the same 1 MiB image
+/// (random bytes behind a PNG signature), inline and by reference (`images: "ref"`):
+/// the reply's size and the rate it is read at, median of 5.
+fn measure_images(c: &mut Client, sizes: &Sizes, report: &mut Report) {
+    let mut state = 0x9E37_79B9_u32;
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    png.extend((0..1 << 20).map(|_| {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        state as u8
+    }));
+    let image = base64(&png);
+    create(c, "images");
+    let params = json!({"session_id": "images", "text": "look", "images": [image]}).to_string();
+    for _ in 0..sizes.images {
+        c.call("session/add_user", &params);
+    }
+    for mode in ["inline", "ref"] {
+        let params = json!({"session_id": "images", "images": mode}).to_string();
+        let mut bytes = 0;
+        let times = (0..5)
+            .map(|_| {
+                let started = std::time::Instant::now();
+                bytes = c.call("session/history", &params).len();
+                started.elapsed()
+            })
+            .collect();
+        let t = median(times);
+        report.add(&format!("history_images_{mode}_bytes"), bytes as f64, "B");
+        report.add(&format!("history_images_{mode}_ms"), ms(t), "ms");
+        report.add(&format!("history_images_{mode}_mb_per_s"), bytes as f64 / 1e6 / t.as_secs_f64(), "MB/s");
+    }
+}
+
+/// Standard base64 with padding (the bench's only dependency is serde_json).
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | (*b as u32) << (16 - 8 * i));
+        for i in 0..4 {
+            let c = if i <= chunk.len() { ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char } else { '=' };
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn measure_forks(c: &mut Client, sizes: &Sizes, report: &mut Report) {
     for &n in sizes.forks {
         let session = format!("fork{n}");
@@ -286,5 +364,72 @@ fn measure_provider(c: &mut Client, sizes: &Sizes, report: &mut Report) {
         let params = json!({"session_id": "provider", "format": format}).to_string();
         let times = (0..5).map(|_| timed(c, "session/export", &params)).collect();
         report.add(&format!("export_10k_{format}_ms"), ms(median(times)), "ms");
+    }
+}
+
+/// `session/search` over `sizes.search` messages in 10 sessions (12 words each, from a
+/// few common words and many rare ones; `zebra` in one message of 10,000), one page of
+/// 20 hits: a rare word, a common word, two common words, a phrase, a prefix, and a
+/// common word in one session.
+fn measure_search(c: &mut Client, sizes: &Sizes, report: &mut Report) {
+    const COMMON: [&str; 10] = ["the", "code", "error", "file", "test", "build", "run", "value", "function", "return"];
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut word = |n: u64| -> String {
+        let r = next();
+        if r % 3 == 0 {
+            return COMMON[(r / 3 % 10) as usize].to_owned();
+        }
+        let mut k = r % 50_000 + n % 7;
+        let mut w = String::new();
+        while w.len() < 3 || k > 0 {
+            w.push((b'a' + (k % 26) as u8) as char);
+            k /= 26;
+        }
+        w
+    };
+    let per_session = sizes.search / 10;
+    let mut batches = Vec::new();
+    for s in 0..10 {
+        create(c, &format!("search{s}"));
+        for b in 0..per_session.div_ceil(1000) {
+            let messages: Vec<Value> = (b * 1000..((b + 1) * 1000).min(per_session))
+                .map(|i| {
+                    let n = (s * per_session + i) as u64;
+                    let mut text: Vec<String> = (0..12).map(|_| word(n)).collect();
+                    if n % 10_000 == 7 {
+                        text[5] = "zebra".into();
+                    }
+                    json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": text.join(" ")})
+                })
+                .collect();
+            batches.push(json!({"session_id": format!("search{s}"), "messages": messages}).to_string());
+        }
+    }
+    let took = c.pipeline(batches.len(), 8, |b| ("session/add_messages".into(), batches[b].clone()));
+    report.add("search_build_messages_per_s", sizes.search as f64 / took.as_secs_f64(), "msg/s");
+    let queries = [
+        ("rare_word", json!({"query": "zebra"})),
+        ("common_word", json!({"query": "error"})),
+        ("two_words", json!({"query": "error file"})),
+        ("phrase", json!({"query": "\"build test\""})),
+        ("prefix", json!({"query": "fun*"})),
+        ("in_one_session", json!({"query": "error", "session_id": "search3"})),
+    ];
+    for (name, params) in queries {
+        let params = params.to_string();
+        let times = (0..5)
+            .map(|_| {
+                let started = std::time::Instant::now();
+                c.call("session/search", &params);
+                started.elapsed()
+            })
+            .collect();
+        report.add(&format!("search_100k_{name}_ms"), ms(median(times)), "ms");
     }
 }

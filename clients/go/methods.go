@@ -55,6 +55,12 @@ func (c *Client) DeleteSession(ctx context.Context, params DeleteSessionParams) 
 	return call[Deleted](ctx, c, "session/delete", params)
 }
 
+// DeleteSessions deletes the sessions named, or every session last updated before a
+// time, in one atomic step; forks keep their history (session/delete_many).
+func (c *Client) DeleteSessions(ctx context.Context, params DeleteSessionsParams) (*DeletedMany, error) {
+	return call[DeletedMany](ctx, c, "session/delete_many", params)
+}
+
 // AddUser appends a user message (session/add_user). Unanswered calls of the trailing
 // tool-call group are cancelled first.
 func (c *Client) AddUser(ctx context.Context, params AddUserParams) (*Added, error) {
@@ -98,6 +104,30 @@ func (c *Client) Trim(ctx context.Context, params TrimParams) (*TrimResult, erro
 // Fork copies a session, up to AtMessageID when given, into a new one (session/fork).
 func (c *Client) Fork(ctx context.Context, params ForkParams) (*SessionInfo, error) {
 	return call[SessionInfo](ctx, c, "session/fork", params)
+}
+
+// Rewind drops every message after ToMessageID, keeping a tool-call group whole; with
+// Archive the history as it was is first kept as a new session (session/rewind).
+func (c *Client) Rewind(ctx context.Context, params RewindParams) (*Rewound, error) {
+	return call[Rewound](ctx, c, "session/rewind", params)
+}
+
+// Compact replaces the turns before the last KeepTurns with one summary message,
+// given or (Summarize) asked of the host's runtime (session/compact).
+func (c *Client) Compact(ctx context.Context, params CompactParams) (*Compacted, error) {
+	return call[Compacted](ctx, c, "session/compact", params)
+}
+
+// Image returns the image a ref names (session/image).
+func (c *Client) Image(ctx context.Context, params ImageParams) (*ImageData, error) {
+	return call[ImageData](ctx, c, "session/image", params)
+}
+
+// Search finds messages by their text (words, prefix*, "phrases", all required), best
+// match first, a page at a time (NextCursor); a message shared by forks is a hit in each
+// session holding it (session/search).
+func (c *Client) Search(ctx context.Context, params SearchParams) (*SearchPage, error) {
+	return call[SearchPage](ctx, c, "session/search", params)
 }
 
 // Clear drops every message, keeping the system prompt, cwd and metadata

@@ -211,6 +211,40 @@ func TestEveryMethod(t *testing.T) {
 		t.Fatalf("clear: %+v", cl)
 	}
 
+	// rewind, keeping the dropped turn as an archive
+	one := must[*convo.Added](t)(c.AddUser(ctx, convo.AddUserParams{SessionID: "demo-alt", Text: "one"}))
+	must[*convo.Added](t)(c.AddUser(ctx, convo.AddUserParams{SessionID: "demo-alt", Text: "two"}))
+	rw := must[*convo.Rewound](t)(c.Rewind(ctx, convo.RewindParams{SessionID: "demo-alt", ToMessageID: one.MessageID, Archive: true}))
+	if rw.Removed != 1 || rw.Revision != 4 || rw.ArchivedSessionID == nil {
+		t.Fatalf("rewind: %+v", rw)
+	}
+
+	// search, in one session and across all
+	sr := must[*convo.SearchPage](t)(c.Search(ctx, convo.SearchParams{Query: "one", SessionID: "demo-alt", Limit: 5}))
+	if len(sr.Hits) != 1 || sr.Hits[0].MessageID != one.MessageID || sr.Hits[0].Snippet != "[one]" || sr.NextCursor != nil {
+		t.Fatalf("search: %+v", sr)
+	}
+	if _, err := c.Search(ctx, convo.SearchParams{Query: "\"open"}); err == nil {
+		t.Fatal("search: a malformed query was accepted")
+	}
+
+	// images by reference
+	png := "iVBORw0KGgoAAAANSUhEUg=="
+	must[*convo.Added](t)(c.AddUser(ctx, convo.AddUserParams{SessionID: "demo-alt", Text: "pic", Images: []string{png}}))
+	byRef := must[*convo.History](t)(c.History(ctx, convo.HistoryParams{SessionID: "demo-alt", Images: convo.ImagesRef}))
+	last := byRef.Messages[len(byRef.Messages)-1]
+	if len(last.ImageRefs) != 1 || last.Images != nil || last.ImageRefs[0].MediaType != "image/png" {
+		t.Fatalf("history by ref: %+v", last)
+	}
+	cp := must[*convo.Compacted](t)(c.Compact(ctx, convo.CompactParams{SessionID: "demo-alt", KeepTurns: 1, Summary: convo.Ptr("earlier")}))
+	if cp.Removed != 1 || cp.SummaryMessageID == nil {
+		t.Fatalf("compact: %+v", cp)
+	}
+	img := must[*convo.ImageData](t)(c.Image(ctx, convo.ImageParams{Ref: last.ImageRefs[0].Ref}))
+	if img.Data != png || img.MediaType != "image/png" {
+		t.Fatalf("image: %+v", img)
+	}
+
 	// to_dict, and back with from_dict under a new id
 	d := must[*convo.Dict](t)(c.ToDict(ctx, convo.ToDictParams{SessionID: "demo"}))
 	if d.SessionID != "demo" || len(d.Messages) != len(h.Messages) {
@@ -226,6 +260,13 @@ func TestEveryMethod(t *testing.T) {
 		if *copied.Messages[i].ID != *d.Messages[i].ID || copied.Messages[i].CreatedAt != d.Messages[i].CreatedAt {
 			t.Fatalf("from_dict message %d: %+v", i, copied.Messages[i])
 		}
+	}
+	providerBody := `{"model":"gpt-x","messages":[{"role":"system","content":"Sys."},{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}`
+	fromBody := must[*convo.Imported](t)(c.FromDict(ctx, convo.FromDictParams{
+		Data: json.RawMessage(providerBody), Format: "openai_chat", SessionID: "demo-body",
+	}))
+	if fromBody.SessionID != "demo-body" || fromBody.MessageCount != 2 || str(fromBody.System) != "Sys." {
+		t.Fatalf("from_dict openai_chat: %+v", fromBody)
 	}
 	replaced := must[*convo.Imported](t)(c.FromDict(ctx, convo.FromDictParams{
 		Data:    json.RawMessage(`{"session_id":"demo-copy","system_prompt":"Be brief.","messages":[{"role":"tool","tool_call_id":"x","content":"stray"},{"role":"user","content":"hi"}]}`),
@@ -247,6 +288,16 @@ func TestEveryMethod(t *testing.T) {
 	}
 	if err := c.Unsubscribe(ctx, convo.UnsubscribeParams{SubscriptionID: sub.SubscriptionID}); err != nil {
 		t.Fatal(err)
+	}
+
+	// retention
+	must[*convo.SessionInfo](t)(c.CreateSession(ctx, convo.CreateSessionParams{SessionID: "gone"}))
+	if old := must[*convo.SessionPage](t)(c.ListSessions(ctx, convo.ListSessionsParams{UpdatedBefore: "2000-01-01T00:00:00Z"})); len(old.Sessions) != 0 {
+		t.Fatalf("list updated_before: %+v", old)
+	}
+	gone := must[*convo.DeletedMany](t)(c.DeleteSessions(ctx, convo.DeleteSessionsParams{SessionIDs: []string{"gone", "ghost"}}))
+	if gone.Deleted != 1 {
+		t.Fatalf("delete_many: %+v", gone)
 	}
 	if _, ok := <-sub.C; ok || sub.Err() != nil {
 		t.Fatalf("after Unsubscribe, C is open or Err is %v", sub.Err())

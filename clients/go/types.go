@@ -196,11 +196,46 @@ type Message struct {
 	Name       *string    `json:"name"`
 	ToolCallID *string    `json:"tool_call_id"`
 	ToolCalls  []ToolCall `json:"tool_calls"`
-	// Images are base64 strings.
+	// Images are base64 strings (nil when the reply shows images by reference).
 	Images   []string        `json:"images"`
 	Metadata json.RawMessage `json:"metadata"`
 	// CreatedAt is RFC 3339 in UTC with six digits of fraction, so stamps sort as text.
 	CreatedAt string `json:"created_at"`
+	// ImageRefs are the images of a reply asked for with Images: ImagesRef.
+	ImageRefs []ImageRef `json:"-"`
+}
+
+// ImageRef is an image shown by reference: Ref is "sha256:" and the hex digest of its
+// decoded bytes; Image gives the data back, and AddUser takes a ref as an image.
+type ImageRef struct {
+	Ref       string `json:"ref"`
+	MediaType string `json:"media_type"`
+	Bytes     int64  `json:"bytes"`
+}
+
+// ImagesRef asks History, ToDict and Export for images by reference.
+const ImagesRef = "ref"
+
+// UnmarshalJSON reads images as base64 strings into Images, or as references into
+// ImageRefs.
+func (m *Message) UnmarshalJSON(data []byte) error {
+	type plain Message
+	var raw struct {
+		plain
+		Images json.RawMessage `json:"images"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	*m = Message(raw.plain)
+	if len(raw.Images) == 0 || string(raw.Images) == "null" {
+		return nil
+	}
+	if err := json.Unmarshal(raw.Images, &m.Images); err == nil {
+		return nil
+	}
+	m.Images = nil
+	return json.Unmarshal(raw.Images, &m.ImageRefs)
 }
 
 // MessageInput is a message to append: a Message without id and created_at.
@@ -287,6 +322,8 @@ type ListSessionsParams struct {
 	Limit int `json:"limit,omitempty"`
 	// Cursor is the previous page's NextCursor.
 	Cursor string `json:"cursor,omitempty"`
+	// UpdatedBefore (RFC 3339) keeps only sessions last updated strictly before it.
+	UpdatedBefore string `json:"updated_before,omitempty"`
 }
 
 // SessionPage is a page of sessions, newest created first.
@@ -335,6 +372,18 @@ type DeleteSessionParams struct {
 // Deleted is session/delete's result.
 type Deleted struct {
 	Deleted bool `json:"deleted"`
+}
+
+// DeleteSessionsParams are session/delete_many's params: exactly one of SessionIDs
+// (unknown ids are skipped) and UpdatedBefore (RFC 3339, strict).
+type DeleteSessionsParams struct {
+	SessionIDs    []string `json:"session_ids,omitempty"`
+	UpdatedBefore string   `json:"updated_before,omitempty"`
+}
+
+// DeletedMany is session/delete_many's result: how many sessions were deleted.
+type DeletedMany struct {
+	Deleted int64 `json:"deleted"`
 }
 
 // AddUserParams are session/add_user's params.
@@ -404,6 +453,8 @@ type HistoryParams struct {
 	Limit *int `json:"limit,omitempty"`
 	// IncludeDraft asks for a running stream's draft.
 	IncludeDraft bool `json:"include_draft,omitempty"`
+	// Images is "inline" (when empty) or ImagesRef.
+	Images string `json:"images,omitempty"`
 }
 
 // History is session/history's result.
@@ -446,6 +497,22 @@ type ForkParams struct {
 	AtMessageID string `json:"at_message_id,omitempty"`
 }
 
+// RewindParams are session/rewind's params.
+type RewindParams struct {
+	SessionID        string `json:"session_id"`
+	ToMessageID      string `json:"to_message_id"`
+	Archive          bool   `json:"archive,omitempty"`
+	ExpectedRevision *int64 `json:"expected_revision,omitempty"`
+}
+
+// Rewound is session/rewind's result. ArchivedSessionID is nil unless Archive was set
+// and something was dropped.
+type Rewound struct {
+	Removed           int64   `json:"removed"`
+	Revision          int64   `json:"revision"`
+	ArchivedSessionID *string `json:"archived_session_id"`
+}
+
 // ClearParams are session/clear's params.
 type ClearParams struct {
 	SessionID        string `json:"session_id"`
@@ -461,6 +528,8 @@ type Cleared struct {
 // ToDictParams are session/to_dict's params.
 type ToDictParams struct {
 	SessionID string `json:"session_id"`
+	// Images is "inline" (when empty) or ImagesRef.
+	Images string `json:"images,omitempty"`
 }
 
 // Dict is a session as the generic agent library's to_dict gives it; FromDict takes it
@@ -482,6 +551,11 @@ type FromDictParams struct {
 	// Repair drops tool results with no open call (else 1004).
 	Repair           bool   `json:"repair,omitempty"`
 	ExpectedRevision *int64 `json:"expected_revision,omitempty"`
+	// Format reads Data as that provider's request body ("openai_chat",
+	// "anthropic_messages", "gemini_contents"): the inverse of Export.
+	Format string `json:"format,omitempty"`
+	// SessionID names the imported session, with Format only.
+	SessionID string `json:"session_id,omitempty"`
 }
 
 // Imported is session/from_dict's result: the session's record and what the import
@@ -500,6 +574,64 @@ type ExportParams struct {
 	Format    Format `json:"format"`
 	// Repair is true when nil.
 	Repair *bool `json:"repair,omitempty"`
+	// Images is "inline" (when empty) or ImagesRef ({ref} where base64 would be).
+	Images string `json:"images,omitempty"`
+}
+
+// CompactParams are session/compact's params: exactly one of Summary and Summarize.
+type CompactParams struct {
+	SessionID        string  `json:"session_id"`
+	KeepTurns        int     `json:"keep_turns"`
+	Summary          *string `json:"summary,omitempty"`
+	Summarize        bool    `json:"summarize,omitempty"`
+	Archive          bool    `json:"archive,omitempty"`
+	TimeoutMS        int64   `json:"timeout_ms,omitempty"`
+	ExpectedRevision *int64  `json:"expected_revision,omitempty"`
+}
+
+// Compacted is session/compact's result; SummaryMessageID is nil when nothing was
+// compacted.
+type Compacted struct {
+	Removed           int64   `json:"removed"`
+	Revision          int64   `json:"revision"`
+	SummaryMessageID  *string `json:"summary_message_id"`
+	ArchivedSessionID *string `json:"archived_session_id"`
+}
+
+// ImageParams are session/image's params.
+type ImageParams struct {
+	Ref string `json:"ref"`
+}
+
+// SearchParams are session/search's params. Limit 0 means the default (20); Cursor is
+// the NextCursor of the previous page.
+type SearchParams struct {
+	Query     string `json:"query"`
+	SessionID string `json:"session_id,omitempty"`
+	Limit     int64  `json:"limit,omitempty"`
+	Cursor    string `json:"cursor,omitempty"`
+}
+
+// SearchPage is session/search's result: NextCursor is nil on the last page.
+type SearchPage struct {
+	Hits       []SearchHit `json:"hits"`
+	NextCursor *string     `json:"next_cursor"`
+}
+
+// SearchHit is a message found in one session: Index is its place in that session's
+// history; Snippet shows up to 16 words around the first match, matches in [ ].
+type SearchHit struct {
+	SessionID string `json:"session_id"`
+	MessageID string `json:"message_id"`
+	Index     int64  `json:"index"`
+	Role      Role   `json:"role"`
+	Snippet   string `json:"snippet"`
+}
+
+// ImageData is session/image's result.
+type ImageData struct {
+	Data      string `json:"data"`
+	MediaType string `json:"media_type"`
 }
 
 // Exported is a provider-ready request body and what export changed to make it one.

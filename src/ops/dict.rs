@@ -1,5 +1,5 @@
 //! A whole session as one value: `to_dict`, and the import that `from_dict` makes of
-//! our own format or the generic agent library's.
+//! our own format, the generic agent library's, or a provider's request body.
 
 use std::sync::Arc;
 
@@ -8,8 +8,9 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::ops::{MAX_MESSAGES, Ops, check_count};
+use crate::session::export::Format;
 use crate::session::{
-    Fields, Identity, Import, Message, MessageInput, Repaired, SessionId, SessionInfo, empty_table, plan_import,
+    Fields, Identity, Import, Message, MessageInput, Repaired, SessionId, SessionInfo, empty_table, import, plan_import,
 };
 
 #[derive(Debug, Clone, Serialize)]
@@ -48,6 +49,22 @@ struct DictInput {
     metadata: Option<Map<String, Value>>,
     #[serde(default, deserialize_with = "empty_table::optional_objects")]
     messages: Option<Vec<MessageInput>>,
+}
+
+impl DictData {
+    /// A provider's request body (`from_dict` with `format`), read by `session::import`.
+    pub fn from_body(format: Format, body: &Value, session_id: Option<String>) -> Result<DictData> {
+        let body = import::import(format, body)?;
+        let messages = body
+            .messages
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| {
+                MessageInput::deserialize(m).map_err(|e| Error::invalid(format!("data: message {i} as read: {e}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(DictData { session_id, fields: Fields { system: body.system, ..Fields::default() }, messages })
+    }
 }
 
 impl From<DictInput> for DictData {
@@ -89,8 +106,11 @@ impl Ops {
         expected_revision: Option<u64>,
     ) -> Result<Imported> {
         check_count("data.messages", data.messages.len())?;
-        let messages = data
-            .messages
+        let mut inputs = data.messages;
+        for (i, input) in inputs.iter_mut().enumerate() {
+            self.resolve_images(input).await.map_err(|e| e.within(&format!("data.messages[{i}]")))?;
+        }
+        let messages = inputs
             .into_iter()
             .enumerate()
             .map(|(i, m)| m.into_message(Identity::Keep).map_err(|e| e.within(&format!("data.messages[{i}]"))))

@@ -55,6 +55,10 @@ impl Ops {
         expected: Option<u64>,
     ) -> Result<Appended> {
         check_count("the request", messages.len())?;
+        let mut messages = messages;
+        for (i, input) in messages.iter_mut().enumerate() {
+            self.resolve_images(input).await.map_err(|e| e.within(&format!("messages[{i}]")))?;
+        }
         let messages = messages
             .into_iter()
             .enumerate()

@@ -6,11 +6,14 @@
 //! of the whole store (every session, retention, the consistency check) serve the
 //! command line.
 
+mod compact;
 mod dict;
 mod host;
+mod images;
 mod messages;
 mod provider;
 mod runtime;
+mod search;
 mod sessions;
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,11 +23,14 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{Error, Result};
 use crate::store::Store;
 
+pub use compact::Summary;
 pub use dict::{DictData, Imported, SessionDict};
 pub use host::{Failure, Host, RuntimeParams};
+pub use images::{ImageData, refs_in_messages, refs_in_payload};
 pub use messages::{Added, History, Trimmed};
 pub use provider::{Exported, TrimmedToFit};
 pub use runtime::{JsonAnswer, RunAnswer, Turn, sweep_crashed_drafts};
+pub use search::{Hit, Hits};
 
 /// The most messages one request may carry (`add_messages`, `from_dict`) and the most
 /// one reply may hold (`history`, `to_dict`): beyond them, error 1005.

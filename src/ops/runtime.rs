@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use crate::error::{Error, Result, RuntimeReason};
 use crate::ops::{Call, Failure, Ops, RuntimeParams};
 use crate::session::export::{self, Format};
+use crate::session::image::ImageInput;
 use crate::session::{
     Draft, DraftEnd, Identity, Message, MessageInput, Role, STALE_AFTER_MS, check_revision, now_ms, owner,
 };
@@ -63,9 +64,9 @@ pub struct JsonAnswer {
 
 /// The host's answer, checked: the assistant message to store, and what the result
 /// repeats of it.
-struct Answer {
+pub(super) struct Answer {
     message: Message,
-    text: Option<String>,
+    pub(super) text: Option<String>,
     tool_calls: Option<Vec<Value>>,
     usage: Option<Value>,
 }
@@ -85,13 +86,13 @@ impl Answer {
     }
 }
 
-fn invalid_response(detail: impl Into<String>) -> Error {
+pub(super) fn invalid_response(detail: impl Into<String>) -> Error {
     Error::RuntimeFailed { reason: RuntimeReason::InvalidResponse, error: None, detail: detail.into() }
 }
 
 /// Checks the host's answer `{text?, tool_calls?, usage?, model?, stop_reason?}`; with
 /// `text_only`, tool calls are dropped (and an empty text is the caller's to judge).
-fn check_answer(answer: &Value, text_only: bool) -> Result<Answer> {
+pub(super) fn check_answer(answer: &Value, text_only: bool) -> Result<Answer> {
     // A Lua host writes an empty table as `[]`, here and in `usage`: read as `{}`.
     let empty = Map::new();
     let fields = match answer {
@@ -151,7 +152,7 @@ fn check_answer(answer: &Value, text_only: bool) -> Result<Answer> {
 }
 
 /// What ended a wait for the host, as the error the client gets.
-fn failed(failure: Failure) -> Error {
+pub(super) fn failed(failure: Failure) -> Error {
     let (reason, error, detail) = match failure {
         Failure::Error(error) if error.get("code").and_then(Value::as_i64) == Some(-32601) => {
             (RuntimeReason::NoRuntime, Some(error), "the host has no runtime: it answered method not found".into())
@@ -179,7 +180,7 @@ impl Ops {
             name: None,
             tool_call_id: None,
             tool_calls: None,
-            images: turn.images.clone(),
+            images: turn.images.clone().map(|images| images.into_iter().map(ImageInput::Base64).collect()),
             metadata: turn.metadata.clone(),
             id: None,
             created_at: None,

@@ -196,6 +196,8 @@ pub fn keys(order: Order, params: Option<&RawValue>) -> Vec<String> {
         new_session_id: Option<&'a RawValue>,
         #[serde(borrow)]
         data: Option<&'a RawValue>,
+        #[serde(borrow)]
+        session_ids: Option<&'a RawValue>,
     }
     #[derive(Deserialize)]
     struct Data<'a> {
@@ -216,6 +218,7 @@ pub fn keys(order: Order, params: Option<&RawValue>) -> Vec<String> {
         Order::Session | Order::Append => string(k.session_id).into_iter().collect(),
         Order::Fork => [string(k.session_id), string(k.new_session_id)].into_iter().flatten().collect(),
         Order::Import => k.data.and_then(object::<Data>).and_then(|d| string(d.session_id)).into_iter().collect(),
+        Order::Sessions => k.session_ids.and_then(|raw| serde_json::from_str(raw.get()).ok()).unwrap_or_default(),
     }
 }
 
@@ -238,6 +241,8 @@ mod tests {
         assert_eq!(k(Order::Import, r#"{"data":{"session_id":"c","messages":[]}}"#), ["c"]);
         assert_eq!(k(Order::Session, r#"{"data":{"session_id":"c"}}"#), Vec::<String>::new());
         assert_eq!(k(Order::Session, r#"["a"]"#), Vec::<String>::new());
+        assert_eq!(k(Order::Sessions, r#"{"session_ids":["a","b"]}"#), ["a", "b"]);
+        assert_eq!(k(Order::Sessions, r#"{"session_ids":[1]}"#), Vec::<String>::new());
         assert_eq!(k(Order::Session, r#"{"session_id":5}"#), Vec::<String>::new());
         assert_eq!(keys(Order::Session, None), Vec::<String>::new());
     }

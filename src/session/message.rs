@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result, quote};
 use crate::session::empty_table;
+use crate::session::image::ImageInput;
 use crate::session::stamp::{self, now};
 
 /// The content of the result stored or shown for a call that never got one.
@@ -96,8 +97,9 @@ pub struct MessageInput {
     pub tool_call_id: Option<String>,
     #[serde(default)]
     pub tool_calls: Option<Vec<Value>>,
+    /// Base64, or refs that `ops` resolves to base64 before `into_message`.
     #[serde(default)]
-    pub images: Option<Vec<String>>,
+    pub images: Option<Vec<ImageInput>>,
     /// `[]` is read as `{}` (`session::empty_table`), here and for whole messages.
     #[serde(default, deserialize_with = "empty_table::optional_object")]
     pub metadata: Option<Map<String, Value>>,
@@ -147,7 +149,8 @@ impl MessageInput {
             }
             None => None,
         };
-        if let Some(images) = &self.images {
+        let images = self.images.map(base64_images).transpose()?;
+        if let Some(images) = &images {
             check_images(images)?;
         }
         if identity == Identity::Fresh
@@ -161,7 +164,7 @@ impl MessageInput {
             tool_call_id,
             tool_calls,
             name: self.name,
-            images: self.images,
+            images,
             metadata: self.metadata,
             ..Message::new(self.role, self.content)
         };
@@ -235,12 +238,17 @@ fn check_tool_calls(calls: Vec<Value>) -> Result<Vec<Value>> {
     Ok(calls)
 }
 
+/// The images once their refs are resolved; a ref left is refused.
+fn base64_images(images: Vec<ImageInput>) -> Result<Vec<String>> {
+    let each = images.into_iter().enumerate().map(|(i, image)| match image {
+        ImageInput::Base64(data) => Ok(data),
+        ImageInput::Ref(r) => Err(Error::invalid(format!("images[{i}]: unknown image ref {}", quote(&r)))),
+    });
+    each.collect()
+}
+
 fn check_images(images: &[String]) -> Result<()> {
-    const BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
-        &base64::alphabet::STANDARD,
-        base64::engine::GeneralPurposeConfig::new()
-            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
-    );
+    use crate::session::image::BASE64;
     for (i, image) in images.iter().enumerate() {
         if image.is_empty() {
             return Err(Error::invalid(format!("images[{i}]: must not be empty")));

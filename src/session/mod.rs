@@ -4,9 +4,12 @@
 mod draft;
 pub mod empty_table;
 pub mod export;
+pub mod image;
+pub mod import;
 mod info;
 mod message;
 mod rules;
+pub mod search;
 mod stamp;
 pub mod tokens;
 
@@ -17,5 +20,5 @@ pub use info::{
 pub use message::{
     CANCELLED_CONTENT, Identity, Message, MessageInput, Role, call_id, check_content, new_message_id, role_name,
 };
-pub use rules::{Audit, Repaired, Tail, plan_append, plan_import, turns_cut};
-pub use stamp::{canonical, now};
+pub use rules::{Audit, Repaired, Tail, compaction_message, plan_append, plan_import, rewind_keeps, turns_cut};
+pub use stamp::{canonical, now, param as stamp_param};

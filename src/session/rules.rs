@@ -195,6 +195,22 @@ pub fn turns_cut(len: usize, newest_first: impl IntoIterator<Item = Role>, max_t
     0
 }
 
+/// How many messages right after a rewind's target stay with it: the tool results that
+/// directly follow it, so that a rewind into a tool-call group keeps the group whole.
+pub fn rewind_keeps(after: impl IntoIterator<Item = Role>) -> usize {
+    after.into_iter().take_while(|role| *role == Role::Tool).count()
+}
+
+/// The user message that stands for the `messages` compacted messages from `first` to
+/// `last` (`session/compact`): the summary as its content, what it replaced in its
+/// metadata.
+pub fn compaction_message(summary: String, messages: u64, first: Option<String>, last: Option<String>) -> Message {
+    let mut metadata = serde_json::Map::new();
+    let replaced = serde_json::json!({"messages": messages, "first_message_id": first, "last_message_id": last});
+    metadata.insert("compaction".into(), replaced);
+    Message { metadata: Some(metadata), ..Message::new(Role::User, serde_json::Value::String(summary)) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -53,6 +53,12 @@ pub fn normalize(given: &str) -> Result<String, String> {
     }
 }
 
+/// A time stamp given as the parameter `field`, in the canonical form; -32602 naming the
+/// field when it is not RFC 3339.
+pub fn param(field: &str, given: &str) -> crate::error::Result<String> {
+    normalize(given).map_err(|why| crate::error::Error::invalid(format!("{field}: {why}")))
+}
+
 /// What RFC 3339 allows, in brief, for error messages.
 const SHAPE: &str = "YYYY-MM-DDTHH:MM:SS[.fraction] then Z or +HH:MM or -HH:MM";
 

@@ -21,6 +21,8 @@ pub enum ChangeKind {
     Imported,
     Deleted,
     Draft,
+    Rewound,
+    Compacted,
 }
 
 impl ChangeKind {
@@ -34,6 +36,8 @@ impl ChangeKind {
             ChangeKind::Imported => "imported",
             ChangeKind::Deleted => "deleted",
             ChangeKind::Draft => "draft",
+            ChangeKind::Rewound => "rewound",
+            ChangeKind::Compacted => "compacted",
         }
     }
 
@@ -47,6 +51,8 @@ impl ChangeKind {
             ChangeKind::Imported,
             ChangeKind::Deleted,
             ChangeKind::Draft,
+            ChangeKind::Rewound,
+            ChangeKind::Compacted,
         ]
         .into_iter()
         .find(|k| k.as_str() == s)

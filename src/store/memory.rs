@@ -6,17 +6,19 @@
 //! as it was.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use async_trait::async_trait;
 
 use crate::error::{Error, Result, quote};
+use crate::session::image;
+use crate::session::search::Query;
 use crate::session::{
     Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, Tail, check_revision,
-    new_session_id, now, plan_append, turns_cut,
+    compaction_message, new_session_id, now, plan_append, rewind_keeps, turns_cut,
 };
 use crate::store::feed::{Change, ChangeKind, Feed, Watcher};
-use crate::store::{Appended, HistoryPage, Removed, Store};
+use crate::store::{Appended, Compacted, Doomed, Found, HistoryPage, Removed, Rewound, Store};
 
 #[derive(Default)]
 pub struct MemoryStore {
@@ -25,7 +27,14 @@ pub struct MemoryStore {
     drafts: Mutex<HashMap<String, Draft>>,
     /// Changes are published while `sessions` is locked, so in commit order.
     feed: Feed,
+    /// Each image ref, and the messages holding that image (at that index): images stay
+    /// inside their messages, and an entry goes stale when no session holds its message
+    /// any more. Locked after `sessions` when both are.
+    images: Mutex<HashMap<String, Vec<Holder>>>,
 }
+
+/// A message holding an image, and the image's index among its images.
+type Holder = (Weak<Message>, usize);
 
 #[derive(Clone)]
 struct Entry {
@@ -47,11 +56,13 @@ struct History {
 }
 
 impl History {
-    fn push(&mut self, message: Message) {
+    fn push(&mut self, message: Message) -> Arc<Message> {
         if let Some(id) = &message.id {
             self.positions.insert(id.clone(), self.first + self.messages.len() as u64);
         }
-        self.messages.push_back(Arc::new(message));
+        let message = Arc::new(message);
+        self.messages.push_back(message.clone());
+        message
     }
 
     /// The index of message `id`. A fork shares its parent's map, so an entry is
@@ -59,6 +70,22 @@ impl History {
     fn index_of(&self, id: &str) -> Option<usize> {
         let at = usize::try_from(self.positions.get(id)?.checked_sub(self.first)?).ok()?;
         (self.messages.get(at)?.id.as_deref() == Some(id)).then_some(at)
+    }
+
+    fn push_shared(&mut self, message: Arc<Message>) {
+        if let Some(id) = &message.id {
+            self.positions.insert(id.clone(), self.first + self.messages.len() as u64);
+        }
+        self.messages.push_back(message);
+    }
+
+    fn keep_oldest(&mut self, n: usize) {
+        for message in self.messages.iter().skip(n) {
+            if let Some(id) = &message.id {
+                self.positions.remove(id);
+            }
+        }
+        self.messages.truncate(n);
     }
 
     fn drop_oldest(&mut self, n: usize) {
@@ -163,12 +190,22 @@ impl MemoryStore {
         check_revision(expected_revision, entry.revision)?;
         let planned = plan_append(entry.history.tail(), messages)?;
         if !planned.is_empty() {
-            planned.into_iter().for_each(|m| entry.history.push(m));
+            planned.into_iter().for_each(|m| self.index_images(&entry.history.push(m)));
             entry.touch();
             self.publish(session_id, entry, ChangeKind::Appended);
         }
         let index = entry.history.messages.len().saturating_sub(1) as u64;
         Ok(Appended { message_ids, index, revision: entry.revision })
+    }
+
+    fn index_images(&self, message: &Arc<Message>) {
+        let Some(images) = &message.images else { return };
+        let mut index = self.images.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        for (i, data) in images.iter().enumerate() {
+            let holders = index.entry(image::describe(data).reference).or_default();
+            holders.retain(|(m, _)| m.strong_count() > 0);
+            holders.push((Arc::downgrade(message), i));
+        }
     }
 
     fn read<T>(&self, session_id: &str, f: impl FnOnce(&Entry) -> T) -> Result<T> {
@@ -208,10 +245,16 @@ impl Store for MemoryStore {
         self.read(session_id, |e| e.info(session_id))
     }
 
-    async fn list(&self, limit: usize, after: Option<ListKey>) -> Result<Vec<SessionInfo>> {
+    async fn list_updated_before(
+        &self,
+        limit: usize,
+        after: Option<ListKey>,
+        updated_before: Option<String>,
+    ) -> Result<Vec<SessionInfo>> {
         let sessions = self.lock();
         let mut keyed: Vec<(ListKey, &String, &Entry)> = sessions
             .iter()
+            .filter(|(_, e)| updated_before.as_ref().is_none_or(|before| &e.updated_at < before))
             .map(|(id, e)| (ListKey { created_at: e.created_at.clone(), session_id: id.clone() }, id, e))
             .filter(|(key, ..)| after.as_ref().is_none_or(|after| key < after))
             .collect();
@@ -239,6 +282,24 @@ impl Store for MemoryStore {
         let session_id = session_id.to_owned();
         self.feed.publish(Change { session_id, revision, kind: ChangeKind::Deleted, message_count });
         Ok(())
+    }
+
+    async fn delete_many(&self, doomed: Doomed) -> Result<u64> {
+        let mut sessions = self.lock();
+        let ids: Vec<String> = match doomed {
+            Doomed::Ids(ids) => ids,
+            Doomed::UpdatedBefore(before) => {
+                sessions.iter().filter(|(_, e)| e.updated_at < before).map(|(id, _)| id.clone()).collect()
+            }
+        };
+        let mut deleted = 0;
+        for session_id in ids {
+            let Some(entry) = sessions.remove(&session_id) else { continue };
+            let (revision, message_count) = (entry.revision, entry.history.messages.len() as u64);
+            self.feed.publish(Change { session_id, revision, kind: ChangeKind::Deleted, message_count });
+            deleted += 1;
+        }
+        Ok(deleted)
     }
 
     async fn append(
@@ -283,6 +344,84 @@ impl Store for MemoryStore {
         Ok(Removed { removed, revision })
     }
 
+    async fn rewind(
+        &self,
+        session_id: &str,
+        to_message_id: &str,
+        archive: bool,
+        expected_revision: Option<u64>,
+    ) -> Result<Rewound> {
+        let mut sessions = self.lock();
+        let entry = sessions.get(session_id).ok_or_else(|| not_found(session_id))?;
+        check_revision(expected_revision, entry.revision)?;
+        let history = &entry.history;
+        let at = history.index_of(to_message_id).ok_or_else(|| Error::MessageNotFound(to_message_id.to_owned()))?;
+        let keep = at + 1 + rewind_keeps(history.messages.iter().skip(at + 1).map(|m| m.role));
+        let removed = (history.messages.len() - keep) as u64;
+        if removed == 0 {
+            return Ok(Rewound { removed, revision: entry.revision, archived_session_id: None });
+        }
+        let archived = archive.then(|| {
+            let forked_from = ForkPoint {
+                session_id: session_id.to_owned(),
+                message_id: history.messages.last().and_then(|m| m.id.clone()),
+            };
+            Entry::new(entry.fields.clone(), history.clone(), Some(forked_from))
+        });
+        let archived_session_id = archived.map(|archived| {
+            let id = new_session_id();
+            self.publish(&id, &archived, ChangeKind::Created);
+            sessions.insert(id.clone(), archived);
+            id
+        });
+        let entry = sessions.get_mut(session_id).ok_or_else(|| not_found(session_id))?;
+        entry.history.keep_oldest(keep);
+        entry.touch();
+        self.publish(session_id, entry, ChangeKind::Rewound);
+        Ok(Rewound { removed, revision: entry.revision, archived_session_id })
+    }
+
+    async fn compact(
+        &self,
+        session_id: &str,
+        keep_turns: u64,
+        summary: String,
+        archive: bool,
+        expected_revision: Option<u64>,
+    ) -> Result<Compacted> {
+        let mut sessions = self.lock();
+        let entry = sessions.get(session_id).ok_or_else(|| not_found(session_id))?;
+        check_revision(expected_revision, entry.revision)?;
+        let messages = &entry.history.messages;
+        let cut = turns_cut(messages.len(), entry.history.newest_first().map(|m| m.role), keep_turns);
+        if cut == 0 {
+            let revision = entry.revision;
+            return Ok(Compacted { removed: 0, revision, summary_message_id: None, archived_session_id: None });
+        }
+        let id_at = |i: usize| messages.get(i).and_then(|m| m.id.clone());
+        let summary = compaction_message(summary, cut as u64, id_at(0), id_at(cut - 1));
+        let summary_message_id = summary.id.clone();
+        let mut history = History::default();
+        self.index_images(&history.push(summary));
+        messages.iter().skip(cut).for_each(|m| history.push_shared(m.clone()));
+        let archived = archive.then(|| {
+            let last = messages.last().and_then(|m| m.id.clone());
+            let forked_from = ForkPoint { session_id: session_id.to_owned(), message_id: last };
+            Entry::new(entry.fields.clone(), entry.history.clone(), Some(forked_from))
+        });
+        let archived_session_id = archived.map(|archived| {
+            let id = new_session_id();
+            self.publish(&id, &archived, ChangeKind::Created);
+            sessions.insert(id.clone(), archived);
+            id
+        });
+        let entry = sessions.get_mut(session_id).ok_or_else(|| not_found(session_id))?;
+        entry.history = history;
+        entry.touch();
+        self.publish(session_id, entry, ChangeKind::Compacted);
+        Ok(Compacted { removed: cut as u64, revision: entry.revision, summary_message_id, archived_session_id })
+    }
+
     async fn fork(
         &self,
         session_id: &str,
@@ -310,7 +449,7 @@ impl Store for MemoryStore {
 
     async fn import(&self, import: Import, replace: bool, expected_revision: Option<u64>) -> Result<SessionInfo> {
         let mut history = History::default();
-        import.messages.into_iter().for_each(|m| history.push(m));
+        import.messages.into_iter().for_each(|m| self.index_images(&history.push(m)));
         let mut entry = Entry::new(import.fields, history, None);
         let mut sessions = self.lock();
         let id = match import.session_id {
@@ -332,6 +471,27 @@ impl Store for MemoryStore {
         self.publish(&id, &entry, ChangeKind::Imported);
         sessions.insert(id, entry);
         Ok(info)
+    }
+
+    async fn image(&self, reference: &str) -> Result<Option<String>> {
+        let index = self.images.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut holders = index.get(reference).into_iter().flatten();
+        Ok(holders.find_map(|(message, i)| message.upgrade()?.images.as_ref()?.get(*i).cloned()))
+    }
+
+    async fn search(&self, query: &Query, session_id: Option<&str>, offset: u64, limit: u64) -> Result<Vec<Found>> {
+        // A snapshot under the lock (each history an O(1) clone), scanned without it.
+        let histories: Vec<_> = {
+            let sessions = self.lock();
+            match session_id {
+                Some(id) => {
+                    let entry = sessions.get(id).ok_or_else(|| not_found(id))?;
+                    vec![(id.to_owned(), entry.history.messages.clone())]
+                }
+                None => sessions.iter().map(|(id, e)| (id.clone(), e.history.messages.clone())).collect(),
+            }
+        };
+        Ok(super::scan::scan(histories, query, offset, limit))
     }
 
     async fn flush(&self) -> Result<()> {

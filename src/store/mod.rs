@@ -7,6 +7,7 @@ mod memory;
 mod postgres;
 pub mod queued;
 mod row;
+mod scan;
 mod sqlite;
 
 use std::path::PathBuf;
@@ -15,7 +16,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::error::Result;
-use crate::session::{Draft, DraftEnd, Fields, Import, ListKey, Message, Patch, SessionInfo, Tail};
+use crate::session::search::Query;
+use crate::session::{Draft, DraftEnd, Fields, Import, ListKey, Message, Patch, Role, SessionInfo, Tail};
 
 pub use memory::MemoryStore;
 pub use postgres::{PostgresStore, check_schema_name as check_pg_schema};
@@ -35,6 +37,45 @@ pub struct Appended {
 pub struct Removed {
     pub removed: u64,
     pub revision: u64,
+}
+
+/// What a rewind did: the messages dropped, the new revision, and the session that keeps
+/// the history as it was (with `archive`, when anything was dropped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rewound {
+    pub removed: u64,
+    pub revision: u64,
+    pub archived_session_id: Option<String>,
+}
+
+/// What a compaction did: the messages replaced, the new revision, the summary's id
+/// (none when nothing was compacted), and the archive of the history as it was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compacted {
+    pub removed: u64,
+    pub revision: u64,
+    pub summary_message_id: Option<String>,
+    pub archived_session_id: Option<String>,
+}
+
+/// The sessions `delete_many` deletes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Doomed {
+    /// These, where they exist (unknown ids are skipped).
+    Ids(Vec<String>),
+    /// Every session whose `updated_at` is strictly before this canonical time stamp.
+    UpdatedBefore(String),
+}
+
+/// A message a search found, in one session whose history holds it: `index` is its
+/// place in that history, `text` its searchable text (`session::search::message_text`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub session_id: String,
+    pub index: u64,
+    pub message_id: String,
+    pub role: Role,
+    pub text: String,
 }
 
 /// One page of a session's stored history, with what a repaired view needs.
@@ -59,12 +100,27 @@ pub trait Store: Send + Sync + 'static {
 
     /// Up to `limit` sessions in `ListKey` order (newest creation first), starting after
     /// `after`.
-    async fn list(&self, limit: usize, after: Option<ListKey>) -> Result<Vec<SessionInfo>>;
+    async fn list(&self, limit: usize, after: Option<ListKey>) -> Result<Vec<SessionInfo>> {
+        self.list_updated_before(limit, after, None).await
+    }
+
+    /// As `list`, keeping only the sessions whose `updated_at` is strictly before
+    /// `updated_before` (a canonical time stamp) when it is given.
+    async fn list_updated_before(
+        &self,
+        limit: usize,
+        after: Option<ListKey>,
+        updated_before: Option<String>,
+    ) -> Result<Vec<SessionInfo>>;
 
     async fn update(&self, session_id: &str, patch: Patch, expected_revision: Option<u64>) -> Result<SessionInfo>;
 
     /// Deletes a session; its forks keep their history.
     async fn delete(&self, session_id: &str, expected_revision: Option<u64>) -> Result<()>;
+
+    /// Deletes every session `doomed` names, in one atomic step, and says how many went;
+    /// their forks keep their history.
+    async fn delete_many(&self, doomed: Doomed) -> Result<u64>;
 
     /// Appends `messages` (fresh ids, already field-checked) under the rules of
     /// `session::plan_append`, all or nothing.
@@ -80,6 +136,30 @@ pub trait Store: Send + Sync + 'static {
 
     /// Keeps the last `max_turns` turns whole (`session::turns_cut`).
     async fn trim_turns(&self, session_id: &str, max_turns: u64, expected_revision: Option<u64>) -> Result<Removed>;
+
+    /// Drops every message after `to_message_id` and the tool results that directly
+    /// follow it (`session::rewind_keeps`); with `archive`, first keeps the whole history
+    /// as a new session, a fork in O(1). Nothing to drop changes nothing.
+    async fn rewind(
+        &self,
+        session_id: &str,
+        to_message_id: &str,
+        archive: bool,
+        expected_revision: Option<u64>,
+    ) -> Result<Rewound>;
+
+    /// Replaces every turn before the last `keep_turns` (`session::turns_cut`: whole
+    /// turns, so never a split group) with one user message holding `summary`
+    /// (`session::compaction_message`); with `archive`, first keeps the history as it was
+    /// as a new session (O(1)). No more than `keep_turns` turns changes nothing.
+    async fn compact(
+        &self,
+        session_id: &str,
+        keep_turns: u64,
+        summary: String,
+        archive: bool,
+        expected_revision: Option<u64>,
+    ) -> Result<Compacted>;
 
     /// Drops every message, keeping the system prompt, cwd, title and metadata.
     async fn clear(&self, session_id: &str, expected_revision: Option<u64>) -> Result<Removed>;
@@ -97,6 +177,16 @@ pub trait Store: Send + Sync + 'static {
     /// with `replace`, over an existing one, continuing its revision count.
     /// `expected_revision` is checked against the session replaced (none there: 1001).
     async fn import(&self, import: Import, replace: bool, expected_revision: Option<u64>) -> Result<SessionInfo>;
+
+    /// The base64 of the image whose ref (`session::image`) is `reference`, if the store
+    /// holds it.
+    async fn image(&self, reference: &str) -> Result<Option<String>>;
+
+    /// The messages matching `query` (`session::search`), best match first, ties by
+    /// session id then index; a message shared by forks once per session holding it.
+    /// Only `session_id`'s history when given (1001 if there is no such session); the
+    /// results `offset..offset + limit` of that order.
+    async fn search(&self, query: &Query, session_id: Option<&str>, offset: u64, limit: u64) -> Result<Vec<Found>>;
 
     /// Makes every acknowledged write durable; called before the server exits.
     async fn flush(&self) -> Result<()>;

@@ -189,3 +189,24 @@ fn token_counts_and_trim_to_fit() {
     assert_eq!(again["removed"], 0, "nothing more to drop: {again}");
     assert_eq!(again["revision"], tiny["revision"], "no change, no revision");
 }
+
+/// `from_dict` with a `format` is the inverse of export: each golden body, imported and
+/// exported again, is the same body (its warnings aside).
+#[test]
+fn every_golden_body_survives_import_and_export() {
+    let dir = format!("{}/tests/golden/export", env!("CARGO_MANIFEST_DIR"));
+    let mut scenarios: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    scenarios.sort();
+    assert!(scenarios.len() >= 7, "the golden scenarios are in {dir}");
+    for path in scenarios {
+        let golden: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        for name in FORMATS {
+            let body = &golden[name]["payload"];
+            let mut s = server();
+            let params = json!({"session_id": "back", "format": name, "data": body});
+            s.call("session/from_dict", params).unwrap_or_else(|e| panic!("{path:?} {name}: {e}"));
+            let again = s.call("session/export", json!({"session_id": "back", "format": name})).unwrap();
+            assert_eq!(&again["payload"], body, "{path:?} {name}: export of the import");
+        }
+    }
+}

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::harness::{Framing, Place, Server, fresh_schema, json, postgres_url};
 
 /// Runs SQL through psql (installed with the server) and returns what it printed.
-fn psql(url: &str, sql: &str) -> String {
+pub fn psql(url: &str, sql: &str) -> String {
     let out = Command::new("psql").args([url, "-XAtq", "-v", "ON_ERROR_STOP=1", "-c", sql]).output().expect("psql");
     assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
@@ -60,7 +60,7 @@ fn a_schema_is_created_migrated_and_refused_when_newer() {
     let mut s = Server::at(&place, Framing::Ndjson, &[]);
     s.call("session/create", json!({"session_id": "kept"}));
     s.finish();
-    assert_eq!(psql(&url, &format!("SELECT version FROM {schema}.meta")), "1");
+    assert_eq!(psql(&url, &format!("SELECT version FROM {schema}.meta")), "3");
     assert_eq!(psql(&url, &format!("SELECT session_id FROM {schema}.sessions")), "kept");
 
     psql(&url, &format!("UPDATE {schema}.meta SET version = 99"));
@@ -112,7 +112,7 @@ fn convo_store_names_the_store() {
     drop(stdin);
     let out = child.wait_with_output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains(r#""store":"postgres""#));
-    assert_eq!(psql(&url, &format!("SELECT version FROM {schema}.meta")), "1");
+    assert_eq!(psql(&url, &format!("SELECT version FROM {schema}.meta")), "3");
 }
 
 /// PostgreSQL itself restarts while convo writes: the requests in flight get 1006, convo
@@ -197,4 +197,131 @@ fn a_restart_of_postgres_mid_load_loses_nothing_acknowledged() {
     assert_eq!(lost, 0, "acknowledged writes missing or doubled");
     eprintln!("PostgreSQL restart mid-load: {} writes acknowledged, {failed} got 1006, lost 0", acked.len());
     s.finish();
+}
+
+/// `convo fsck` checks a PostgreSQL schema as it checks a file: sound, then damaged.
+#[test]
+fn fsck_checks_a_postgres_schema() {
+    let Some(url) = postgres_url() else { return };
+    let schema = fresh_schema();
+    let mut s = Server::at(&Place::Postgres { url: url.clone(), schema: schema.clone() }, Framing::Ndjson, &[]);
+    s.call("session/create", json!({"session_id": "demo"}));
+    for text in ["one", "two", "three"] {
+        s.call("session/add_user", json!({"session_id": "demo", "text": text}));
+    }
+    s.call("session/fork", json!({"session_id": "demo", "new_session_id": "copy"}));
+    s.finish();
+    let fsck = || convo(&["fsck", "--json", "--store", &url, "--pg-schema", &schema]);
+    let sound = fsck();
+    assert_eq!(sound.status.code(), Some(0), "{}", String::from_utf8_lossy(&sound.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&sound.stdout).unwrap();
+    assert_eq!(report, json!({"findings": []}));
+
+    psql(&url, &format!("INSERT INTO {schema}.segments (parent, base) VALUES (NULL, 0)"));
+    psql(
+        &url,
+        &format!(
+            "DELETE FROM {schema}.messages WHERE seq = 1 AND segment = \
+             (SELECT segment FROM {schema}.sessions WHERE session_id = 'demo')"
+        ),
+    );
+    let damaged = fsck();
+    assert_eq!(damaged.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&damaged.stdout).unwrap();
+    let findings: Vec<String> = serde_json::from_value(report["findings"].clone()).unwrap();
+    assert!(findings.iter().any(|f| f.contains("is used by no session")), "{findings:?}");
+    assert!(findings.iter().any(|f| f.starts_with("session \"demo\": positions 0..3")), "{findings:?}");
+}
+
+/// TLS through rustls: `sslmode=require` encrypts (the server here accepts nothing
+/// else), `verify-full` checks the certificate against `sslrootcert` or the system's
+/// roots (which do not know this server's CA), `disable` is refused by this server.
+#[test]
+fn tls_with_require_and_verify_full() {
+    if postgres_url().is_none() {
+        return;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/postgres");
+    let port = "54332";
+    let run = |verb: &str| {
+        let out = Command::new("bash").arg(script).arg(verb).env("PGPORT", port).env("PGSSL", "1").output().unwrap();
+        assert!(out.status.success(), "scripts/postgres {verb}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let url = run("start");
+    struct Stop(&'static str, &'static str);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = Command::new("bash").arg(self.0).arg("stop").env("PGPORT", self.1).output();
+        }
+    }
+    let _stop = Stop(script, port);
+    let ca = std::env::temp_dir().join(format!("convo-postgres-{port}/ca.crt"));
+    let create = |query: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_convo"))
+            .args(["--store", &format!("{url}?{query}")])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"session/create","params":{{"session_id":"tls"}}}}"#)
+            .unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = create("sslmode=require");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains(r#""session_id":"tls""#), "{stdout}");
+    let (code, stdout, stderr) = create(&format!("sslmode=verify-full&sslrootcert={}", ca.display()));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("session already exists"), "the same database, over TLS again: {stdout}");
+    let (code, _, stderr) = create("sslmode=verify-full");
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("TLS handshake") && stderr.contains("UnknownIssuer"), "{stderr}");
+    let (code, _, stderr) = create("sslmode=disable");
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("no encryption"), "{stderr}");
+}
+
+/// Two processes create the same ids at once: each id is created once, the other
+/// process is told 1002, and no session is overwritten.
+#[test]
+fn two_processes_creating_one_id_cannot_both_succeed() {
+    let Some(url) = postgres_url() else { return };
+    let place = Place::Postgres { url, schema: fresh_schema() };
+    let mut servers = [Server::at(&place, Framing::Ndjson, &[]), Server::at(&place, Framing::Ndjson, &[])];
+    let ids: Vec<Vec<u64>> = servers
+        .iter_mut()
+        .enumerate()
+        .map(|(k, s)| {
+            (0..100)
+                .map(|i| {
+                    s.send_request("session/create", json!({"session_id": format!("dup-{i}"), "title": format!("{k}")}))
+                })
+                .collect()
+        })
+        .collect();
+    let mut winners = vec![Vec::new(); 100];
+    for (k, s) in servers.iter_mut().enumerate() {
+        for (i, id) in ids[k].iter().enumerate() {
+            let reply = s.recv_reply(*id);
+            match reply["error"]["code"].as_i64() {
+                None => winners[i].push(k.to_string()),
+                Some(code) => assert_eq!(code, 1002, "{reply}"),
+            }
+        }
+    }
+    for (i, won) in winners.iter().enumerate() {
+        assert_eq!(won.len(), 1, "dup-{i} created by {won:?}");
+        let title = servers[0].call("session/get", json!({"session_id": format!("dup-{i}")}))["title"].clone();
+        assert_eq!(title, json!(won[0]), "dup-{i} holds the winner's session");
+    }
 }

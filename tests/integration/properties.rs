@@ -7,7 +7,10 @@
 //! - a fork never changes when its parent changes;
 //! - to_dict -> from_dict is the identity;
 //! - revisions only grow, by one per change; a refused request changes nothing;
+//! - rewind keeps a tool-call group whole, and its archive holds the history as it was;
+//!   compact never splits a group, and its result exports and validates like any other;
 //! - both stores answer alike, and hold alike;
+//! - search in a session finds exactly the messages of its history holding the word;
 //! - every export, in every format, passes convo's own validator.
 
 use std::collections::{HashMap, HashSet};
@@ -33,6 +36,10 @@ enum Op {
     Delete(u8),
     RoundTrip(u8),
     Stale(u8),
+    /// Rewind to the message at an index, with or without an archive.
+    Rewind(u8, u8, bool),
+    /// Compact, keeping 1 to 3 turns, with or without an archive.
+    Compact(u8, u8, bool),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -48,6 +55,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<u8>().prop_map(Op::Delete),
         1 => any::<u8>().prop_map(Op::RoundTrip),
         1 => any::<u8>().prop_map(Op::Stale),
+        2 => (any::<u8>(), any::<u8>(), any::<bool>()).prop_map(|(s, a, k)| Op::Rewind(s, a, k)),
+        1 => (any::<u8>(), 1..4u8, any::<bool>()).prop_map(|(s, k, a)| Op::Compact(s, k, a)),
     ]
 }
 
@@ -110,13 +119,36 @@ impl Subject {
     }
 }
 
-/// What the two stores must agree on: contents without ids and time stamps.
+/// `session/search` in one session for a word and a prefix finds exactly the indexes
+/// whose text holds them, as a scan of the stored history says.
+fn search_agrees_with_history(subject: &mut Subject, id: &str, stored: &[Value]) {
+    for (query, word, prefix) in [("r", "r", false), ("U*", "u", true)] {
+        let expected: Vec<u64> = (0..stored.len() as u64)
+            .filter(|&i| {
+                let text = stored[i as usize]["content"].as_str().unwrap_or("").to_lowercase();
+                text.split(|c: char| !c.is_alphanumeric()).any(|w| if prefix { w.starts_with(word) } else { w == word })
+            })
+            .collect();
+        let found = subject.call("session/search", json!({"query": query, "session_id": id, "limit": 200})).unwrap();
+        let mut indexes: Vec<u64> =
+            found["hits"].as_array().unwrap().iter().map(|h| h["index"].as_u64().unwrap()).collect();
+        indexes.sort_unstable();
+        assert_eq!(indexes, expected, "{id}: search for {query} disagrees with the history");
+    }
+}
+
+/// What the two stores must agree on: contents without ids and time stamps (a
+/// compaction's metadata names ids: only its count is compared).
 fn normalized(dict: &Value) -> Value {
+    let metadata = |m: &Value| match m["metadata"].get("compaction") {
+        Some(c) => json!({"compaction": c["messages"]}),
+        None => m["metadata"].clone(),
+    };
     let messages: Vec<Value> = dict["messages"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|m| json!([m["role"], m["content"], m["tool_call_id"], m["tool_calls"], m["metadata"]]))
+        .map(|m| json!([m["role"], m["content"], m["tool_call_id"], m["tool_calls"], metadata(m)]))
         .collect();
     json!({"system": dict["system"], "messages": messages})
 }
@@ -324,6 +356,16 @@ impl Run {
                 }
                 return;
             }
+            Op::Rewind(s, at, archive) => {
+                let id = self.pick(s);
+                self.rewind(&id, at, archive);
+                return;
+            }
+            Op::Compact(s, keep, archive) => {
+                let id = self.pick(s);
+                let params = json!({"session_id": id, "keep_turns": keep, "summary": "so far", "archive": archive});
+                ("session/compact", params, id)
+            }
             Op::Stale(s) => {
                 let id = self.pick(s);
                 let rev = self.subjects[0].revision(&id);
@@ -356,6 +398,44 @@ impl Run {
         }
     }
 
+    /// Rewinds each store to its own id of the message at one index; checks what stays,
+    /// the revision, and the archive (then deletes it: its id differs between stores).
+    fn rewind(&mut self, id: &str, at: u8, archive: bool) {
+        let mut removed = Vec::new();
+        for subject in &mut self.subjects {
+            let (before, revision) = (subject.dict(id), subject.revision(id));
+            let messages = before["messages"].as_array().unwrap().clone();
+            if messages.is_empty() {
+                return;
+            }
+            let index = at as usize % messages.len();
+            let keep = index + 1 + messages[index + 1..].iter().take_while(|m| m["role"] == "tool").count();
+            let params = json!({"session_id": id, "to_message_id": messages[index]["id"], "archive": archive});
+            let done = subject.call("session/rewind", params).unwrap();
+            let after = subject.dict(id);
+            assert_eq!(
+                after["messages"].as_array().unwrap()[..],
+                messages[..keep],
+                "rewind keeps up to the group's end"
+            );
+            assert_eq!(done["removed"], json!(messages.len() - keep));
+            let changed = u64::from(keep < messages.len());
+            assert_eq!(subject.revision(id), revision + changed, "one change, one revision");
+            match done["archived_session_id"].as_str() {
+                Some(archived) => {
+                    assert!(archive && changed == 1, "{done}");
+                    let kept = subject.dict(archived);
+                    assert_eq!(kept["messages"], before["messages"], "the archive holds the history as it was");
+                    subject.call("session/delete", json!({"session_id": archived})).unwrap();
+                }
+                None => assert!(!archive || changed == 0, "{done}"),
+            }
+            subject.untouched_forks.remove(id);
+            removed.push(done["removed"].clone());
+        }
+        assert!(removed.windows(2).all(|w| w[0] == w[1]), "the stores rewound differently: {removed:?}");
+    }
+
     fn check(&mut self) {
         let sessions = self.sessions.clone();
         for id in &sessions {
@@ -384,6 +464,7 @@ impl Run {
                         "{id} {format}: convo's export breaks convo's validator: {violations:?}"
                     );
                 }
+                search_agrees_with_history(subject, id, stored);
                 let revision = subject.revision(id);
                 let last = subject.revisions.insert(id.clone(), revision).unwrap_or(0);
                 assert!(revision >= last, "{id}: revision went down");

@@ -262,6 +262,12 @@ export class ConvoClient {
     return this.request("session/delete", params, options);
   }
 
+  /** `session/delete_many`: deletes `session_ids`, or every session updated before
+   * `updated_before`, atomically; `{deleted}` says how many. */
+  deleteSessions(params: P.SessionDeleteManyParams, options?: CallOptions): Promise<P.SessionDeleteManyResult> {
+    return this.request("session/delete_many", params, options);
+  }
+
   /** `session/add_user`: appends a user message (text, base64 images). */
   addUser(params: P.SessionAddUserParams, options?: CallOptions): Promise<P.Added> {
     return this.request("session/add_user", params, options);
@@ -308,6 +314,31 @@ export class ConvoClient {
   /** `session/clear`: drops every message, keeps the system prompt, cwd, title and metadata. */
   clear(params: P.SessionClearParams, options?: CallOptions): Promise<P.Trimmed> {
     return this.request("session/clear", params, options);
+  }
+
+  /** `session/rewind`: drops every message after `to_message_id` (a tool-call group stays
+   * whole); with `archive: true` the history as it was is kept as a new session first. */
+  rewind(params: P.SessionRewindParams, options?: CallOptions): Promise<P.SessionRewindResult> {
+    return this.request("session/rewind", params, options);
+  }
+
+  /** `session/compact`: replaces the turns before the last `keep_turns` with one summary
+   * message, given (`summary`) or asked of the host (`summarize: true`, through the
+   * `runtime` option's `run` with `purpose: "summarize"`). */
+  compact(params: P.SessionCompactParams, options?: CallOptions): Promise<P.SessionCompactResult> {
+    return this.request("session/compact", params, options);
+  }
+
+  /** `session/image`: the image a ref (as `images: "ref"` shows it) names. */
+  image(params: P.SessionImageParams, options?: CallOptions): Promise<P.SessionImageResult> {
+    return this.request("session/image", params, options);
+  }
+
+  /** `session/search`: full-text search over message text (words, `prefix*`, `"phrases"`),
+   * best match first, one page at a time (`next_cursor`); a message shared by forks is a
+   * hit in each session holding it. */
+  search(params: P.SessionSearchParams, options?: CallOptions): Promise<P.SearchPage> {
+    return this.request("session/search", params, options);
   }
 
   /** `session/to_dict`: `{session_id, system, cwd, messages}`, for `fromDict` or the agent library. */
@@ -490,6 +521,7 @@ export const CLIENT_METHODS = {
   "session/list": "listSessions",
   "session/update": "updateSession",
   "session/delete": "deleteSession",
+  "session/delete_many": "deleteSessions",
   "session/add_user": "addUser",
   "session/add_assistant": "addAssistant",
   "session/add_tool_result": "addToolResult",
@@ -499,6 +531,10 @@ export const CLIENT_METHODS = {
   "session/trim": "trim",
   "session/fork": "fork",
   "session/clear": "clear",
+  "session/rewind": "rewind",
+  "session/image": "image",
+  "session/compact": "compact",
+  "session/search": "search",
   "session/to_dict": "toDict",
   "session/from_dict": "fromDict",
   "session/export": "export",

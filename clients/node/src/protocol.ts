@@ -26,7 +26,8 @@ export type Message = {
   name: string | null;
   tool_call_id: string | null;
   tool_calls: ToolCall[] | null;
-  images: string[] | null;
+  /** Base64, or with `images: "ref"` an ImageRef each. */
+  images: Array<string | ImageRef> | null;
   metadata: Record<string, unknown> | null;
   /** RFC 3339 in one canonical form: UTC, upper-case T and Z, exactly six digits of fraction (2024-01-01T10:00:00.000000Z), so that stamps sort as text. */
   created_at: string;
@@ -39,7 +40,10 @@ export type MessageInput = {
   name?: string | null;
   tool_call_id?: string | null;
   tool_calls?: ToolCall[] | null;
-  images?: string[] | null;
+  images?: Array<string | {
+    ref: string;
+    [member: string]: unknown;
+  }> | null;
   metadata?: Record<string, unknown> | null;
   [member: string]: unknown;
 };
@@ -110,7 +114,10 @@ export type DictInput = {
     name?: string | null;
     tool_call_id?: string | null;
     tool_calls?: ToolCall[] | null;
-    images?: string[] | null;
+    images?: Array<string | {
+      ref: string;
+      [member: string]: unknown;
+    }> | null;
     metadata?: Record<string, unknown> | null;
     /** RFC 3339: YYYY-MM-DD, T (or t, or a space), HH:MM:SS, an optional fraction of at most 9 digits, then Z (or z) or +HH:MM / -HH:MM (hours 00-23, minutes 00-59); a real date, no leap second. Stored in the canonical form: converted to UTC, the fraction cut to microseconds. Anything else is -32602. */
     created_at?: string;
@@ -202,6 +209,34 @@ export type JsonAnswer = {
   revision: number;
 };
 
+/** An image shown by reference (`images: "ref"`): `ref` is `sha256:` and the lowercase hex digest of the decoded bytes, store-wide; `session/image` gives the data back. */
+export type ImageRef = {
+  ref: ImageRefString;
+  media_type: string;
+  bytes: number;
+};
+
+export type ImageRefString = string;
+
+/** How images are shown: base64 as stored (`inline`), or each as an ImageRef (`ref`; in `session/export`, `{ref}` where the body would hold base64). */
+export type Images = "inline" | "ref";
+
+export type SearchPage = {
+  hits: SearchHit[];
+  /** Opaque; null on the last page. */
+  next_cursor: string | null;
+};
+
+export type SearchHit = {
+  session_id: SessionId;
+  message_id: string;
+  /** The message's place in that session's history, as `session/history` counts it. */
+  index: number;
+  role: Role;
+  /** Up to 16 words of the message's text around the first match, matched words in `[` `]`, white space collapsed, `…` where text was cut. */
+  snippet: string;
+};
+
 /** Params of `initialize`. */
 export type InitializeParams = Record<string, unknown>;
 
@@ -238,6 +273,8 @@ export type SessionListParams = {
   limit?: number;
   /** `next_cursor` of the previous page; any other string is -32602. */
   cursor?: string;
+  /** RFC 3339 time stamp: only sessions whose `updated_at` is strictly before it (for retention). Not RFC 3339: -32602. */
+  updated_before?: string;
 };
 
 /** Result of `session/list`: SessionPage. */
@@ -270,11 +307,29 @@ export type SessionDeleteResult = {
   deleted: true;
 };
 
+/** Params of `session/delete_many`. */
+export type SessionDeleteManyParams = {
+  /** The sessions to delete. Exactly one of `session_ids` and `updated_before` (else -32602). */
+  session_ids?: SessionId[];
+  /** RFC 3339 time stamp: delete every session whose `updated_at` is strictly before it. */
+  updated_before?: string;
+};
+
+/** Result of `session/delete_many`: DeletedMany. */
+export type SessionDeleteManyResult = {
+  /** How many sessions were deleted. */
+  deleted: number;
+};
+
 /** Params of `session/add_user`. */
 export type SessionAddUserParams = {
   session_id: SessionId;
   text: string;
-  images?: string[] | null;
+  /** Base64 strings, or `{ref}` objects naming images the store holds (unknown: -32602). */
+  images?: Array<string | {
+    ref: string;
+    [member: string]: unknown;
+  }>;
   /** Fail with 1003 and change nothing unless the session's revision is this. */
   expected_revision?: number;
 };
@@ -338,6 +393,8 @@ export type SessionHistoryParams = {
   limit?: number;
   /** Add `draft`: the session's stream in progress (null when none). */
   include_draft?: boolean;
+  /** `ref`: each image as `{ref, media_type, bytes}` instead of its base64. */
+  images?: Images;
 };
 
 /** Result of `session/history`: History. */
@@ -371,8 +428,87 @@ export type SessionClearParams = SessionDeleteParams;
 /** Result of `session/clear`: Cleared. */
 export type SessionClearResult = Trimmed;
 
+/** Params of `session/rewind`. */
+export type SessionRewindParams = {
+  session_id: SessionId;
+  /** The message to rewind to; it stays. Not in the session's history: 1007. */
+  to_message_id: string;
+  /** Keep the whole history as it was in a new session first. */
+  archive?: boolean;
+  /** Fail with 1003 and change nothing unless the session's revision is this. */
+  expected_revision?: number;
+};
+
+/** Result of `session/rewind`: Rewound. */
+export type SessionRewindResult = {
+  /** How many messages were dropped. */
+  removed: number;
+  revision: number;
+  /** The session keeping the history as it was (`archive: true` and something dropped), else null. Its `forked_from` names this session and its last message. */
+  archived_session_id: SessionId | null;
+};
+
+/** Params of `session/compact`. */
+export type SessionCompactParams = {
+  session_id: SessionId;
+  /** How many of the last turns stay as they are; 0 is -32602. */
+  keep_turns: number;
+  /** The summary. Exactly one of `summary` and `summarize: true` (else -32602). */
+  summary?: string;
+  /** Ask the host for the summary (its `text`, non-empty, else 1008 `invalid_response`). */
+  summarize?: boolean;
+  /** Keep the history as it was in a new session first (O(1)). */
+  archive?: boolean;
+  /** With `summarize`: how long to wait for the host. */
+  timeout_ms?: number;
+  /** Fail with 1003 and change nothing unless the session's revision is this. */
+  expected_revision?: number;
+};
+
+/** Result of `session/compact`: Compacted. */
+export type SessionCompactResult = {
+  /** How many messages the summary replaced (= metadata.compaction.messages). */
+  removed: number;
+  revision: number;
+  /** Null when nothing was compacted. */
+  summary_message_id: string | null;
+  archived_session_id: SessionId | null;
+};
+
+/** Params of `session/image`. */
+export type SessionImageParams = {
+  /** `sha256:` and 64 lowercase hex digits, as `images: "ref"` shows it. */
+  ref: string;
+};
+
+/** Result of `session/image`: ImageData. */
+export type SessionImageResult = {
+  /** The image as it was given. */
+  data: string;
+  /** Read from its first bytes; `application/octet-stream` when unknown. */
+  media_type: string;
+};
+
+/** Params of `session/search`. */
+export type SessionSearchParams = {
+  /** Terms separated by spaces, all required: `word`, `prefix*`, `"a phrase"` (`"a phr"*`). At most 32 words. No word at all, an unbalanced quote or a `*` elsewhere than at the end of a term: -32602. */
+  query: string;
+  /** Only this session's history (unknown: 1001). */
+  session_id?: SessionId;
+  limit?: number;
+  /** `next_cursor` of the previous page; any other string is -32602. */
+  cursor?: string;
+};
+
+/** Result of `session/search`: SearchPage. */
+export type SessionSearchResult = SearchPage;
+
 /** Params of `session/to_dict`. */
-export type SessionToDictParams = SessionGetParams;
+export type SessionToDictParams = {
+  session_id: SessionId;
+  /** `ref`: each image as `{ref, media_type, bytes}` instead of its base64. */
+  images?: Images;
+};
 
 /** Result of `session/to_dict`: Dict. */
 export type SessionToDictResult = Dict;
@@ -380,7 +516,11 @@ export type SessionToDictResult = Dict;
 /** Params of `session/from_dict`. */
 export type SessionFromDictParams = {
   /** `[]` (an empty Lua table) is read as `{}` (an empty import), and so are its `metadata` and its messages' `metadata`. */
-  data: DictInput;
+  data: DictInput | Record<string, unknown>;
+  /** Read `data` as this provider's request body: its messages (or contents) and system prompt become the session's; a leading OpenAI `system` (or `developer`) message is the system prompt. Each tool result becomes a tool message, and a turn's items are split where export merged them, so session/export of the result in the same format gives back an equal body (up to key order). Gemini calls without ids get `call_<n>` ids; a response answers the oldest open call of its name. Items with no convo counterpart are kept as content parts of their type (a Gemini part's type is its key). */
+  format?: Format;
+  /** With `format` only (else -32602: our own dict carries its id in `data`): the imported session's id; a new one by default. */
+  session_id?: SessionId;
   /** Replace an existing session of that id, continuing its revision count. */
   replace?: boolean;
   repair?: boolean;
@@ -396,6 +536,8 @@ export type SessionExportParams = {
   session_id: SessionId;
   format: Format;
   repair?: boolean;
+  /** `ref`: `{ref}` where the body would hold an image's base64 (an OpenAI data URL, an Anthropic `source.data`, a Gemini `inline_data.data`). */
+  images?: Images;
 };
 
 /** Result of `session/export`: Exported. */
@@ -527,6 +669,8 @@ export interface Methods {
   "session/update": { params: SessionUpdateParams; result: SessionUpdateResult };
   /** Deletes a session. Its forks keep their history. */
   "session/delete": { params: SessionDeleteParams; result: SessionDeleteResult };
+  /** Deletes many sessions in one atomic step (retention): the ones named, or every one last updated before a time. Unknown ids are skipped; forks of a deleted session keep their history. Each deleted session is notified to watchers as `deleted`. */
+  "session/delete_many": { params: SessionDeleteManyParams; result: SessionDeleteManyResult };
   /** Appends a user message. Unanswered calls of the trailing group are cancelled first. */
   "session/add_user": { params: SessionAddUserParams; result: SessionAddUserResult };
   /** Appends an assistant message, possibly with tool calls (which open a tool-call group). */
@@ -545,9 +689,17 @@ export interface Methods {
   "session/fork": { params: SessionForkParams; result: SessionForkResult };
   /** Drops every message; keeps system prompt, cwd, title and metadata. */
   "session/clear": { params: SessionClearParams; result: SessionClearResult };
+  /** Undoes the last turns: drops every message after `to_message_id`. A tool-call group is never split: the tool results that directly follow the message stay (rewinding to an assistant message with `tool_calls`, or to one of its results, keeps the whole group). With `archive: true` the history as it was before the rewind is first kept as a new session (a fork, O(1) whatever the history's length), whose id is returned. Nothing to drop (the message is the last, or only its group's results follow) changes nothing: `removed` 0, the revision unchanged, no archive. Watchers see `rewound` (and `created` for the archive). */
+  "session/rewind": { params: SessionRewindParams; result: SessionRewindResult };
+  /** Replaces every turn before the last `keep_turns` with one `user` message whose content is the summary and whose `metadata` is `{"compaction": {"messages", "first_message_id", "last_message_id"}}`. Whole turns only, so a tool-call group is never split; the kept messages keep their ids. The summary is given (`summary`) or asked of the host (`summarize: true`: `runtime/run` with `purpose: "summarize"` and the messages to summarise; the session is not held meanwhile, and if it changed the reply is 1003 with the host's answer in `data.response`). No more than `keep_turns` turns: `{removed: 0}` and nothing changes. The result passes `session/validate` with `openai_chat`; `export` in the formats that need alternating turns merges the summary into the next user turn. Watchers see `compacted` (and `created` for the archive). */
+  "session/compact": { params: SessionCompactParams; result: SessionCompactResult };
+  /** The image a ref names (refs are store-wide: any session's image). An unknown or malformed ref is -32602. */
+  "session/image": { params: SessionImageParams; result: SessionImageResult };
+  /** Full-text search over message text, best match first; a message shared by forks is a hit in each session whose history holds it. Words are runs of letters and digits, lowercased, no stemming; every term must match. Only what a reader of the store could see is found (never a trimmed, rewound, cleared or deleted message). */
+  "session/search": { params: SessionSearchParams; result: SessionSearchResult };
   /** The whole session as one value, which session/from_dict accepts. A session of more than 100,000 messages is 1005 (page it with session/history). */
   "session/to_dict": { params: SessionToDictParams; result: SessionToDictResult };
-  /** Imports a session: session/to_dict's output, or the generic agent library's to_dict (`system_prompt` may stand for `system`). A dangling call in the middle gets cancelled results; a result with no open call fails the import with 1004, or is dropped with `repair`. At most 100,000 messages (1005). */
+  /** Imports a session: session/to_dict's output, the generic agent library's to_dict (`system_prompt` may stand for `system`), or with `format` a provider's request body (the inverse of session/export). A dangling call in the middle gets cancelled results; a result with no open call fails the import with 1004, or is dropped with `repair`. At most 100,000 messages (1005). */
   "session/from_dict": { params: SessionFromDictParams; result: SessionFromDictResult };
   /** The provider-ready request body parts for `format`, from the history (repaired unless `repair` is false). Whatever had to change or could not be expressed (a placeholder user turn before a leading assistant turn, a system message moved to the top, turns merged, an empty message or an unsupported content part left out, an image of unknown type) is a warning. */
   "session/export": { params: SessionExportParams; result: SessionExportResult };
@@ -578,6 +730,7 @@ export const METHOD_NAMES = [
   "session/list",
   "session/update",
   "session/delete",
+  "session/delete_many",
   "session/add_user",
   "session/add_assistant",
   "session/add_tool_result",
@@ -587,6 +740,10 @@ export const METHOD_NAMES = [
   "session/trim",
   "session/fork",
   "session/clear",
+  "session/rewind",
+  "session/compact",
+  "session/image",
+  "session/search",
   "session/to_dict",
   "session/from_dict",
   "session/export",

@@ -12,7 +12,7 @@ import type { Format, Message, ToolCall } from "./protocol.js";
 export interface RuntimeRequest {
   session_id: string;
   /** `"run"` for session/run and session/stream, `"json"` for session/json. */
-  purpose: "run" | "json" | (string & {});
+  purpose: "run" | "json" | "summarize" | (string & {});
   system: string | null;
   /** The repaired history, then the new user message. */
   messages: Message[];

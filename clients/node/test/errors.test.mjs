@@ -79,7 +79,7 @@ test("1006: a write past the file-size limit, logged on stderr", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "convo-test-"));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const wrapper = join(dir, "convo-limited");
-  writeFileSync(wrapper, `#!/bin/sh\nulimit -f 200\nexec "${BINARY}" "$@"\n`);
+  writeFileSync(wrapper, `#!/bin/sh\nulimit -f 400\nexec "${BINARY}" "$@"\n`);
   chmodSync(wrapper, 0o755);
   const client = await start({ binary: wrapper, store: `sqlite:${join(dir, "db.sqlite")}` });
   await client.createSession({ session_id: "s" });

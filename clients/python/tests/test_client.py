@@ -68,6 +68,8 @@ async def test_every_method_async() -> None:
         assert hist["messages"][-1]["metadata"] == {"synthetic": True}
         raw = await c.history("demo", repair=False)
         assert len(raw["messages"]) == 3
+        found = await c.search("read*")
+        assert [(h["session_id"], h["index"], h["snippet"]) for h in found["hits"]] == [("demo", 1, "[Reading]")]
         page = await c.history("demo", offset=1, limit=1)
         assert [m["index"] if "index" in m else m["role"] for m in page["messages"]] == ["assistant"]
         r = await c.add_tool_result("demo", "a", "A")
@@ -114,6 +116,10 @@ async def test_every_method_async() -> None:
         assert imported["repaired"] == {"added": 0, "dropped": 0}
         again = await c.from_dict(d, replace=True)
         assert again["revision"] == 1
+        body = (await c.export("copy", "anthropic_messages"))["payload"]
+        back = await c.from_dict(body, format="anthropic_messages", session_id="from-body")
+        assert back["session_id"] == "from-body"
+        assert (await c.export("from-body", "anthropic_messages"))["payload"] == body
         rep = await c.from_dict({"messages": [{"role": "tool", "tool_call_id": "x", "content": "?"}]}, repair=True)
         assert rep["repaired"]["dropped"] == 1
         assert (await c.clear("demo-alt"))["removed"] == 2
@@ -140,6 +146,19 @@ def test_every_method_sync(client: convo.Client) -> None:
     assert c.fork("s", "f")["message_count"] == 5
     assert c.trim("f", 1)["removed"] == 4
     assert c.clear("f")["removed"] == 1
+    first = c.add_user("f", "one")["message_id"]
+    c.add_user("f", "two")
+    c.add_user("f", "pic", images=[PNG])
+    ref = c.history("f", images="ref", offset=2)["messages"][0]["images"][0]["ref"]
+    assert c.image(ref) == {"data": PNG, "media_type": "image/png"}
+    assert ref in json.dumps(c.to_dict("f", images="ref")) and ref in json.dumps(c.export("f", images="ref"))
+    found = c.search("two", session_id="f", limit=1)
+    assert [(h["index"], h["role"], h["snippet"]) for h in found["hits"]] == [(1, "user", "[two]")]
+    assert found["next_cursor"] is None
+    rewound = c.rewind("f", first, archive=True)
+    assert rewound["removed"] == 2 and c.get(rewound["archived_session_id"])["message_count"] == 3
+    compacted = c.compact(rewound["archived_session_id"], 1, "earlier")
+    assert compacted["removed"] == 2 and compacted["summary_message_id"]
     d = c.to_dict("s")
     d["session_id"] = "s2"
     assert c.from_dict(d)["message_count"] == 5
@@ -147,6 +166,9 @@ def test_every_method_sync(client: convo.Client) -> None:
     assert c.validate("s")["violations"] == []
     assert c.count_tokens("s")["tokens"] > 0
     assert c.delete("s2")["deleted"]
+    c.create("gone")
+    assert c.list(updated_before="2000-01-01T00:00:00Z")["sessions"] == []
+    assert c.delete_many(["gone", "ghost"]) == {"deleted": 1}
     assert c.exists("s") and not c.exists("s2")
     assert c.call("session/get", {"session_id": "s"})["session_id"] == "s"
     assert c.initialize()["protocol_version"] == 1

@@ -1,23 +1,41 @@
 //! `session/to_dict` and `session/from_dict`: a whole session as one JSON value, in our
-//! own format or the generic agent library's.
+//! own format or the generic agent library's, or (`format`) a provider's request body.
 
 use std::sync::Arc;
 
 use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
 
-use crate::error::Result;
-use crate::ops::{Call, DictData, Imported, SessionDict};
-use crate::rpc::methods::{Ctx, SessionParams};
-use crate::session::empty_table;
+use crate::error::{Error, Result};
+use crate::ops::{Call, DictData, Imported, SessionDict, refs_in_messages};
+use crate::rpc::methods::history::Reply;
+use crate::rpc::methods::{Ctx, is_empty_array, param_errors};
+use crate::session::export::Format;
+use crate::session::image::Images;
+use crate::session::{SessionId, empty_table};
 
-pub async fn to_dict(ctx: Arc<Ctx>, p: SessionParams, _: Arc<Call>) -> Result<SessionDict> {
-    ctx.ops.to_dict(p.session_id.as_str()).await
+#[derive(Deserialize)]
+pub struct ToDictParams {
+    session_id: SessionId,
+    #[serde(default)]
+    images: Images,
+}
+
+pub async fn to_dict(ctx: Arc<Ctx>, p: ToDictParams, _: Arc<Call>) -> Result<Reply<SessionDict>> {
+    let dict = ctx.ops.to_dict(p.session_id.as_str()).await?;
+    Reply::with_images(dict, p.images, |v| refs_in_messages(&mut v["messages"]))
 }
 
 #[derive(Deserialize)]
 pub struct FromDictParams {
-    #[serde(deserialize_with = "empty_table::object")]
-    data: DictData,
+    /// Read once `format` is known: our own dict, or a provider's request body.
+    data: Box<RawValue>,
+    #[serde(default)]
+    format: Option<Format>,
+    /// With `format` only: the id the imported session gets.
+    #[serde(default)]
+    session_id: Option<SessionId>,
     #[serde(default)]
     replace: bool,
     #[serde(default)]
@@ -26,6 +44,29 @@ pub struct FromDictParams {
     expected_revision: Option<u64>,
 }
 
+/// Our own dict, read as a typed member is: an object, or `[]` as `{}`.
+#[derive(Deserialize)]
+struct OwnDict(#[serde(deserialize_with = "empty_table::object")] DictData);
+
 pub async fn from_dict(ctx: Arc<Ctx>, p: FromDictParams, _: Arc<Call>) -> Result<Imported> {
-    ctx.ops.from_dict(p.data, p.replace, p.repair, p.expected_revision).await
+    // A Lua host writes an empty table as `[]`: read as `{}`.
+    let raw = if is_empty_array(p.data.get()) { "{}" } else { p.data.get() };
+    let data = match (p.format, p.session_id) {
+        (None, Some(_)) => return Err(Error::invalid("session_id: give it inside `data` (or with a `format`)")),
+        (None, None) => {
+            let parsed = serde_path_to_error::deserialize::<_, OwnDict>(&mut serde_json::Deserializer::from_str(raw));
+            parsed.map(|own| own.0).map_err(|e| {
+                let path = match e.path().to_string() {
+                    root if root == "." => "data".to_owned(),
+                    path => format!("data.{path}"),
+                };
+                param_errors::describe(raw, &path, e.into_inner())
+            })?
+        }
+        (Some(format), session_id) => {
+            let body: Value = serde_json::from_str(raw).map_err(|e| param_errors::describe(raw, "data", e))?;
+            DictData::from_body(format, &body, session_id.map(SessionId::into_string))?
+        }
+    };
+    ctx.ops.from_dict(data, p.replace, p.repair, p.expected_revision).await
 }

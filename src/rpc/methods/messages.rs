@@ -7,8 +7,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::Result;
+use crate::ops::refs_in_messages;
 use crate::ops::{Added, Call, History, Trimmed};
 use crate::rpc::methods::Ctx;
+use crate::rpc::methods::history::Reply;
+use crate::session::image::{ImageInput, Images};
 use crate::session::{Identity, MessageInput, Role, SessionId, empty_table};
 
 fn fresh(role: Role, content: Value) -> MessageInput {
@@ -30,13 +33,14 @@ pub struct AddUserParams {
     session_id: SessionId,
     text: String,
     #[serde(default)]
-    images: Option<Vec<String>>,
+    images: Option<Vec<ImageInput>>,
     #[serde(default)]
     expected_revision: Option<u64>,
 }
 
 pub async fn add_user(ctx: Arc<Ctx>, p: AddUserParams, _: Arc<Call>) -> Result<Added> {
-    let input = MessageInput { images: p.images, ..fresh(Role::User, Value::String(p.text)) };
+    let mut input = MessageInput { images: p.images, ..fresh(Role::User, Value::String(p.text)) };
+    ctx.ops.resolve_images(&mut input).await?;
     ctx.ops.append_one(p.session_id.as_str(), input.into_message(Identity::Fresh)?, p.expected_revision).await
 }
 
@@ -81,7 +85,9 @@ pub struct AddMessageParams {
 }
 
 pub async fn add_message(ctx: Arc<Ctx>, p: AddMessageParams, _: Arc<Call>) -> Result<Added> {
-    let message = p.message.into_message(Identity::Fresh).map_err(|e| e.within("message"))?;
+    let mut input = p.message;
+    ctx.ops.resolve_images(&mut input).await.map_err(|e| e.within("message"))?;
+    let message = input.into_message(Identity::Fresh).map_err(|e| e.within("message"))?;
     ctx.ops.append_one(p.session_id.as_str(), message, p.expected_revision).await
 }
 
@@ -116,11 +122,14 @@ pub struct HistoryParams {
     limit: Option<u64>,
     #[serde(default)]
     include_draft: Option<bool>,
+    #[serde(default)]
+    images: Images,
 }
 
-pub async fn history(ctx: Arc<Ctx>, p: HistoryParams, _: Arc<Call>) -> Result<History> {
+pub async fn history(ctx: Arc<Ctx>, p: HistoryParams, _: Arc<Call>) -> Result<Reply<History>> {
     let (repair, offset, draft) = (p.repair.unwrap_or(true), p.offset.unwrap_or(0), p.include_draft.unwrap_or(false));
-    ctx.ops.history(p.session_id.as_str(), repair, offset, p.limit, draft).await
+    let history = ctx.ops.history(p.session_id.as_str(), repair, offset, p.limit, draft).await?;
+    Reply::with_images(history, p.images, |v| refs_in_messages(&mut v["messages"]))
 }
 
 #[derive(Deserialize)]

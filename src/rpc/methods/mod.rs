@@ -4,6 +4,7 @@
 //! result that serializes to the documented shape.
 
 mod dict;
+pub(crate) mod history;
 mod lifecycle;
 mod messages;
 mod param_errors;
@@ -94,6 +95,8 @@ pub enum Order {
     Fork,
     /// `data.session_id`.
     Import,
+    /// Each of `session_ids` (absent: a barrier).
+    Sessions,
 }
 
 /// How the connection runs a method.
@@ -110,7 +113,7 @@ pub struct Registry {
 }
 
 pub fn module(ctx: Ctx) -> Registry {
-    use Order::{Append, Barrier, Fork, Import, Session};
+    use Order::{Append, Barrier, Fork, Import, Session, Sessions};
     use Runs::{Host, Inline, Pool, PoolWrites};
     let ctx = Arc::new(ctx);
     let mut t = Table { module: RpcModule::from_arc(ctx.clone()), specs: HashMap::new() };
@@ -121,8 +124,13 @@ pub fn module(ctx: Ctx) -> Registry {
     t.add("session/list", Barrier, Inline, sessions::list);
     t.add("session/update", Session, Inline, sessions::update);
     t.add("session/delete", Session, Inline, sessions::delete);
+    t.add("session/delete_many", Sessions, Inline, sessions::delete_many);
     t.add("session/fork", Fork, Inline, sessions::fork);
     t.add("session/clear", Session, Inline, sessions::clear);
+    t.add("session/rewind", Session, PoolWrites, history::rewind);
+    t.add("session/image", Barrier, Pool, history::image);
+    t.add("session/compact", Session, Host, history::compact);
+    t.add("session/search", Barrier, Pool, history::search);
     t.add("session/add_user", Append, Inline, messages::add_user);
     t.add("session/add_assistant", Append, Inline, messages::add_assistant);
     t.add("session/add_tool_result", Append, Inline, messages::add_tool_result);

@@ -6,10 +6,12 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::ops::{Call, Exported};
+use crate::ops::{Call, Exported, refs_in_payload};
 use crate::rpc::methods::Ctx;
+use crate::rpc::methods::history::Reply;
 use crate::session::SessionId;
 use crate::session::export::{Format, Violation};
+use crate::session::image::Images;
 
 #[derive(Deserialize)]
 pub struct ExportParams {
@@ -17,10 +19,13 @@ pub struct ExportParams {
     format: Format,
     #[serde(default)]
     repair: Option<bool>,
+    #[serde(default)]
+    images: Images,
 }
 
-pub async fn export(ctx: Arc<Ctx>, p: ExportParams, _: Arc<Call>) -> Result<Exported> {
-    ctx.ops.export(p.session_id.as_str(), p.format, p.repair.unwrap_or(true)).await
+pub async fn export(ctx: Arc<Ctx>, p: ExportParams, _: Arc<Call>) -> Result<Reply<Exported>> {
+    let exported = ctx.ops.export(p.session_id.as_str(), p.format, p.repair.unwrap_or(true)).await?;
+    Reply::with_images(exported, p.images, |v| refs_in_payload(&mut v["payload"]))
 }
 
 #[derive(Deserialize)]

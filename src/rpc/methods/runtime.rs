@@ -13,7 +13,7 @@ use crate::rpc::methods::Ctx;
 use crate::session::{SessionId, empty_table};
 
 /// How long convo waits for the host by default: ten minutes.
-const DEFAULT_TIMEOUT_MS: u64 = 600_000;
+pub(super) const DEFAULT_TIMEOUT_MS: u64 = 600_000;
 
 #[derive(Deserialize)]
 pub struct RunParams {

@@ -1,4 +1,4 @@
-//! Methods on whole sessions: create, get, list, update, delete, fork, clear.
+//! Methods on whole sessions: create, get, list, update, delete, delete_many, fork, clear.
 
 use std::sync::Arc;
 
@@ -8,7 +8,8 @@ use serde_json::{Map, Value};
 use crate::error::{Error, Result};
 use crate::ops::Call;
 use crate::rpc::methods::{Ctx, RevisionParams, SessionParams, present};
-use crate::session::{Fields, ListKey, Patch, SessionId, SessionInfo, empty_table};
+use crate::session::{Fields, ListKey, Patch, SessionId, SessionInfo, empty_table, stamp_param};
+use crate::store::Doomed;
 
 #[derive(Deserialize)]
 pub struct CreateParams {
@@ -39,6 +40,8 @@ pub struct ListParams {
     limit: Option<u64>,
     #[serde(default)]
     cursor: Option<String>,
+    #[serde(default)]
+    updated_before: Option<String>,
 }
 
 #[derive(Serialize, Clone)]
@@ -57,7 +60,8 @@ pub async fn list(ctx: Arc<Ctx>, p: ListParams, _: Arc<Call>) -> Result<ListResu
     }
     let limit = limit as usize;
     let after = p.cursor.as_deref().map(ListKey::from_cursor).transpose()?;
-    let mut sessions = ctx.ops.store.list(limit + 1, after).await?;
+    let before = p.updated_before.as_deref().map(|at| stamp_param("updated_before", at)).transpose()?;
+    let mut sessions = ctx.ops.store.list_updated_before(limit + 1, after, before).await?;
     let next_cursor = if sessions.len() > limit {
         sessions.truncate(limit);
         sessions.last().map(|s| ListKey::of(s).to_cursor())
@@ -95,6 +99,29 @@ pub struct Deleted {
 pub async fn delete(ctx: Arc<Ctx>, p: RevisionParams, _: Arc<Call>) -> Result<Deleted> {
     ctx.ops.store.delete(p.session_id.as_str(), p.expected_revision).await?;
     Ok(Deleted { deleted: true })
+}
+
+#[derive(Deserialize)]
+pub struct DeleteManyParams {
+    #[serde(default)]
+    session_ids: Option<Vec<SessionId>>,
+    #[serde(default)]
+    updated_before: Option<String>,
+}
+
+#[derive(Serialize, Clone)]
+pub struct DeletedMany {
+    deleted: u64,
+}
+
+pub async fn delete_many(ctx: Arc<Ctx>, p: DeleteManyParams, _: Arc<Call>) -> Result<DeletedMany> {
+    let doomed = match (p.session_ids, p.updated_before) {
+        (Some(ids), None) => Doomed::Ids(ids.into_iter().map(SessionId::into_string).collect()),
+        (None, Some(at)) => Doomed::UpdatedBefore(stamp_param("updated_before", &at)?),
+        (None, None) => return Err(Error::invalid("missing field `session_ids` or `updated_before` (give one)")),
+        (Some(_), Some(_)) => return Err(Error::invalid("give one of `session_ids` and `updated_before`, not both")),
+    };
+    Ok(DeletedMany { deleted: ctx.ops.store.delete_many(doomed).await? })
 }
 
 #[derive(Deserialize)]

@@ -27,7 +27,7 @@ pub async fn spans(db: &Db, head: i64, start: u64, len: u64) -> Result<Vec<Span>
            SELECT id, parent, base, 0 FROM segments WHERE id = $1 \
            UNION ALL \
            SELECT s.id, s.parent, s.base, c.depth + 1 FROM segments s JOIN chain c ON s.id = c.parent \
-             WHERE c.base > $2) \
+             WHERE c.base > $2 AND c.depth < 100000) \
          SELECT id, base FROM chain ORDER BY depth",
         &[&head, &(start as i64)],
     )
@@ -127,6 +127,34 @@ pub async fn turns_cut(db: &Db, spans: &[Span], len: u64, max_turns: u64) -> Res
         }
     }
     Ok(crate::session::turns_cut(len as usize, roles, max_turns) as u64)
+}
+
+/// How many tool results directly follow position `from - 1` (`session::rewind_keeps`),
+/// read oldest first a few at a time, only as far as they go.
+pub async fn results_from(db: &Db, spans: &[Span], from: u64) -> Result<u64> {
+    let mut count = 0;
+    for span in spans.iter().rev().filter(|s| s.hi > from) {
+        let mut lo = span.lo.max(from);
+        while lo < span.hi {
+            let page = query(
+                db,
+                "SELECT role FROM messages WHERE segment = $1 AND seq >= $2 AND seq < $3 ORDER BY seq LIMIT 16",
+                &[&span.segment, &(lo as i64), &(span.hi as i64)],
+            )
+            .await?;
+            if page.is_empty() {
+                break;
+            }
+            for row in &page {
+                if rows::role(row)? != Role::Tool {
+                    return Ok(count);
+                }
+                count += 1;
+            }
+            lo += page.len() as u64;
+        }
+    }
+    Ok(count)
 }
 
 /// The position of message `id` among the positions the spans serve.

@@ -8,9 +8,11 @@
 
 mod chain;
 mod changes;
+mod check;
 pub mod connect;
 mod rows;
 mod schema;
+mod search;
 mod writer;
 
 use std::sync::Arc;
@@ -21,13 +23,14 @@ use deadpool_postgres::{ClientWrapper as Db, Manager, ManagerConfig, Object, Poo
 use futures_util::future::BoxFuture;
 
 use crate::error::{Error, Result};
+use crate::session::search::Query;
 use crate::session::{
-    Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, check_revision, new_session_id,
-    plan_append,
+    Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, check_revision,
+    compaction_message, new_session_id, plan_append,
 };
 use crate::store::feed::{ChangeKind, Feed, Watcher};
 use crate::store::row::{SessionRow, Span, fork_parent, new_info, touched};
-use crate::store::{Appended, HistoryPage, Removed, Store};
+use crate::store::{Appended, Compacted, Doomed, Found, HistoryPage, Removed, Rewound, Store};
 pub use schema::check_name as check_schema_name;
 use schema::pg;
 
@@ -160,9 +163,11 @@ async fn free_id(db: &Db, wanted: Option<String>) -> Result<String> {
     }
 }
 
-/// Writes a session row after a change, and sends the change.
+/// Writes a session row after a change, and sends the change. A created, forked or
+/// imported session is new: its id must still be free when the row goes in.
 async fn put(db: &Db, schema: &str, kind: ChangeKind, row: &SessionRow) -> Result<()> {
-    rows::put_session(db, row).await?;
+    rows::put_session(db, row, matches!(kind, ChangeKind::Created | ChangeKind::Imported) && row.info.revision == 0)
+        .await?;
     changes::record(db, schema, &row.info.session_id, row.info.revision, kind, row.len - row.start).await
 }
 
@@ -171,6 +176,90 @@ async fn insert_all(db: &Db, segment: i64, from: u64, messages: &[Message]) -> R
         rows::insert_message(db, segment, from + i as u64, m).await?;
     }
     Ok(())
+}
+
+/// Deletes a session (its row locked), sends the change, and reclaims what only it used.
+async fn delete_in(db: &Db, schema: &str, row: &SessionRow) -> Result<()> {
+    let id = &row.info.session_id;
+    rows::execute(db, "DELETE FROM sessions WHERE session_id = $1", &[id]).await?;
+    let count = row.len - row.start;
+    changes::record(db, schema, id, row.info.revision, ChangeKind::Deleted, count).await?;
+    chain::reclaim(db, row.segment).await
+}
+
+/// `Store::rewind` inside a write transaction, as the SQLite store does it: the session
+/// moves to a new segment cut at the kept length; the old one stays whole for the
+/// archive, or is reclaimed.
+async fn rewind_in(
+    db: &Db,
+    schema: &str,
+    id: &str,
+    to: &str,
+    archive: bool,
+    expected_revision: Option<u64>,
+) -> Result<Rewound> {
+    let row = rows::require_session(db, id, true).await?;
+    check_revision(expected_revision, row.info.revision)?;
+    let spans = spans_of(db, &row).await?;
+    let at = chain::position_of(db, &spans, to).await?.ok_or_else(|| Error::MessageNotFound(to.to_owned()))?;
+    let keep = at + 1 + chain::results_from(db, &spans, at + 1).await?;
+    if keep >= row.len {
+        return Ok(Rewound { removed: 0, revision: row.info.revision, archived_session_id: None });
+    }
+    let archived_session_id = if archive { Some(archive_in(db, schema, &row, &spans).await?) } else { None };
+    let (old, removed) = (row.segment, row.len - keep);
+    let mut row = touched(row);
+    (row.segment, row.len) = (chain::new_segment(db, fork_parent(&spans, row.start, keep), keep).await?, keep);
+    put(db, schema, ChangeKind::Rewound, &row).await?;
+    chain::reclaim(db, old).await?;
+    Ok(Rewound { removed, revision: row.info.revision, archived_session_id })
+}
+
+/// Keeps the whole history as a new session on the session's segment, which the
+/// session is about to leave: a fork in O(1) (as the SQLite store's `archive_in`).
+async fn archive_in(db: &Db, schema: &str, row: &SessionRow, spans: &[Span]) -> Result<String> {
+    let last = chain::id_at(db, spans, row.len - 1).await?;
+    let forked_from = ForkPoint { session_id: row.info.session_id.clone(), message_id: last };
+    let info = new_info(new_session_id(), row.fields(), Some(forked_from), row.len - row.start);
+    let archived = SessionRow { info, segment: row.segment, start: row.start, len: row.len };
+    put(db, schema, ChangeKind::Created, &archived).await?;
+    Ok(archived.info.session_id)
+}
+
+/// `Store::compact` inside a write transaction, as the SQLite store does it: the summary
+/// and the kept turns go to a new segment; the old one stays whole for the archive, or is
+/// reclaimed.
+async fn compact_in(
+    db: &Db,
+    schema: &str,
+    id: &str,
+    keep_turns: u64,
+    summary: String,
+    archive: bool,
+    expected_revision: Option<u64>,
+) -> Result<Compacted> {
+    let row = rows::require_session(db, id, true).await?;
+    check_revision(expected_revision, row.info.revision)?;
+    let spans = spans_of(db, &row).await?;
+    let cut = chain::turns_cut(db, &spans, row.len - row.start, keep_turns).await?;
+    if cut == 0 || keep_turns == 0 {
+        let revision = row.info.revision;
+        return Ok(Compacted { removed: 0, revision, summary_message_id: None, archived_session_id: None });
+    }
+    let first = chain::id_at(db, &spans, row.start).await?;
+    let last = chain::id_at(db, &spans, row.start + cut - 1).await?;
+    let summary = compaction_message(summary, cut, first, last);
+    let summary_message_id = summary.id.clone();
+    let mut messages = vec![summary];
+    messages.extend(chain::read(db, &spans, row.start + cut, row.len).await?);
+    let archived_session_id = if archive { Some(archive_in(db, schema, &row, &spans).await?) } else { None };
+    let old = row.segment;
+    let mut row = touched(row);
+    (row.segment, row.start, row.len) = (chain::new_segment(db, None, 0).await?, 0, messages.len() as u64);
+    insert_all(db, row.segment, 0, &messages).await?;
+    put(db, schema, ChangeKind::Compacted, &row).await?;
+    chain::reclaim(db, old).await?;
+    Ok(Compacted { removed: cut, revision: row.info.revision, summary_message_id, archived_session_id })
 }
 
 /// `Store::append` inside a write transaction.
@@ -221,15 +310,20 @@ impl Store for PostgresStore {
         Ok(rows::require_session(&db, session_id, false).await?.info)
     }
 
-    async fn list(&self, limit: usize, after: Option<ListKey>) -> Result<Vec<SessionInfo>> {
+    async fn list_updated_before(
+        &self,
+        limit: usize,
+        after: Option<ListKey>,
+        updated_before: Option<String>,
+    ) -> Result<Vec<SessionInfo>> {
         let db = self.connections.get().await?;
         let (at, id) = after.map_or((None, None), |k| (Some(k.created_at), Some(k.session_id)));
         let sql = format!(
-            "SELECT {} FROM sessions WHERE $1::text IS NULL OR (created_at, session_id) < ($1, $2) \
-             ORDER BY created_at DESC, session_id DESC LIMIT $3",
+            "SELECT {} FROM sessions WHERE ($1::text IS NULL OR (created_at, session_id) < ($1, $2)) \
+             AND ($4::text IS NULL OR updated_at < $4) ORDER BY created_at DESC, session_id DESC LIMIT $3",
             rows::SESSION_COLUMNS
         );
-        let found = rows::query(&db, &sql, &[&at, &id, &(limit as i64)]).await?;
+        let found = rows::query(&db, &sql, &[&at, &id, &(limit as i64), &updated_before]).await?;
         found.iter().map(|r| rows::session(r).map(|r| r.info)).collect()
     }
 
@@ -261,10 +355,39 @@ impl Store for PostgresStore {
             Box::pin(async move {
                 let row = rows::require_session(db, &id, true).await?;
                 check_revision(expected_revision, row.info.revision)?;
-                rows::execute(db, "DELETE FROM sessions WHERE session_id = $1", &[&id]).await?;
-                let count = row.len - row.start;
-                changes::record(db, &schema, &id, row.info.revision, ChangeKind::Deleted, count).await?;
-                chain::reclaim(db, row.segment).await
+                delete_in(db, &schema, &row).await
+            })
+        })
+        .await
+    }
+
+    async fn delete_many(&self, doomed: Doomed) -> Result<u64> {
+        self.write(move |db, schema| {
+            let doomed = doomed.clone();
+            Box::pin(async move {
+                let (mut ids, before): (Vec<String>, _) = match doomed {
+                    Doomed::Ids(ids) => (ids, None),
+                    Doomed::UpdatedBefore(before) => {
+                        let found =
+                            rows::query(db, "SELECT session_id FROM sessions WHERE updated_at < $1", &[&before])
+                                .await?;
+                        (found.iter().map(|r| r.try_get(0).map_err(pg)).collect::<Result<_>>()?, Some(before))
+                    }
+                };
+                // Locked in one order, so two processes deleting overlapping sets cannot
+                // deadlock.
+                ids.sort_unstable();
+                ids.dedup();
+                let mut deleted = 0;
+                for id in ids {
+                    let row = rows::load_session(db, &id, true).await?;
+                    // Checked again once locked: another process may have touched it.
+                    if let Some(row) = row.filter(|r| before.as_ref().is_none_or(|b| &r.info.updated_at < b)) {
+                        delete_in(db, &schema, &row).await?;
+                        deleted += 1;
+                    }
+                }
+                Ok(deleted)
             })
         })
         .await
@@ -317,6 +440,37 @@ impl Store for PostgresStore {
                 chain::reclaim(db, row.segment).await?;
                 Ok(Removed { removed: cut, revision: row.info.revision })
             })
+        })
+        .await
+    }
+
+    async fn rewind(
+        &self,
+        session_id: &str,
+        to_message_id: &str,
+        archive: bool,
+        expected_revision: Option<u64>,
+    ) -> Result<Rewound> {
+        let (id, to) = (session_id.to_owned(), to_message_id.to_owned());
+        self.write(move |db, schema| {
+            let (id, to) = (id.clone(), to.clone());
+            Box::pin(async move { rewind_in(db, &schema, &id, &to, archive, expected_revision).await })
+        })
+        .await
+    }
+
+    async fn compact(
+        &self,
+        session_id: &str,
+        keep_turns: u64,
+        summary: String,
+        archive: bool,
+        expected_revision: Option<u64>,
+    ) -> Result<Compacted> {
+        let id = session_id.to_owned();
+        self.write(move |db, schema| {
+            let (id, summary) = (id.clone(), summary.clone());
+            Box::pin(async move { compact_in(db, &schema, &id, keep_turns, summary, archive, expected_revision).await })
         })
         .await
     }
@@ -413,6 +567,19 @@ impl Store for PostgresStore {
         .await
     }
 
+    async fn image(&self, reference: &str) -> Result<Option<String>> {
+        let db = self.connections.get().await?;
+        rows::image(&db, reference).await
+    }
+
+    async fn search(&self, query: &Query, session_id: Option<&str>, offset: u64, limit: u64) -> Result<Vec<Found>> {
+        let (query, session_id) = (query.clone(), session_id.map(str::to_owned));
+        self.read(move |db| {
+            Box::pin(async move { search::search(db, &query, session_id.as_deref(), offset, limit).await })
+        })
+        .await
+    }
+
     async fn flush(&self) -> Result<()> {
         // Every reply was sent after its commit: nothing acknowledged waits.
         Ok(())
@@ -496,5 +663,9 @@ impl Store for PostgresStore {
 
     fn watch(&self) -> Arc<Watcher> {
         self.feed.watch()
+    }
+
+    async fn check(&self) -> Result<Vec<String>> {
+        self.read(|db| Box::pin(check::check(db))).await
     }
 }

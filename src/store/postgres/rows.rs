@@ -9,6 +9,7 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 use crate::error::{Error, Result};
+use crate::session::image::describe;
 use crate::session::{Draft, Message, Role, SessionInfo, role_name};
 use crate::store::postgres::schema::pg;
 use crate::store::row::{SessionRow, parse_role};
@@ -84,17 +85,23 @@ pub async fn require_session(db: &Db, session_id: &str, for_update: bool) -> Res
     load_session(db, session_id, for_update).await?.ok_or_else(|| Error::SessionNotFound(session_id.to_owned()))
 }
 
-/// Writes a session row whole: inserts it, or replaces the one with its id.
-pub async fn put_session(db: &Db, row: &SessionRow) -> Result<()> {
+/// Writes a session row whole: replaces the one with its id or, when `new`, inserts it,
+/// failing with `SessionExists` if another writer took the id first (its insert is
+/// waited for, so two processes creating one id cannot both succeed).
+pub async fn put_session(db: &Db, row: &SessionRow, new: bool) -> Result<()> {
     let info = &row.info;
     let forked = info.forked_from.as_ref();
+    let on_conflict = if new {
+        "DO NOTHING"
+    } else {
+        "DO UPDATE SET system = $2, cwd = $3, title = $4, metadata = $5, revision = $6, created_at = $7, \
+         updated_at = $8, forked_from_session = $9, forked_from_message = $10, segment = $11, start = $12, len = $13"
+    };
     let sql = format!(
         "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
-         ON CONFLICT (session_id) DO UPDATE SET system = $2, cwd = $3, title = $4, metadata = $5, revision = $6, \
-         created_at = $7, updated_at = $8, forked_from_session = $9, forked_from_message = $10, segment = $11, \
-         start = $12, len = $13"
+         ON CONFLICT (session_id) {on_conflict}"
     );
-    execute(
+    let written = execute(
         db,
         &sql,
         &[
@@ -113,8 +120,11 @@ pub async fn put_session(db: &Db, row: &SessionRow) -> Result<()> {
             &(row.len as i64),
         ],
     )
-    .await
-    .map(drop)
+    .await?;
+    if written == 0 {
+        return Err(Error::SessionExists(info.session_id.clone()));
+    }
+    Ok(())
 }
 
 pub const MESSAGE_COLUMNS: &str = "id, role, content, name, tool_call_id, tool_calls, images, metadata, created_at";
@@ -164,7 +174,8 @@ pub async fn insert_message(db: &Db, segment: i64, seq: u64, m: &Message) -> Res
         hashes = Some(list);
     }
     let sql = format!(
-        "INSERT INTO messages (segment, seq, {MESSAGE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+        "INSERT INTO messages (segment, seq, {MESSAGE_COLUMNS}, words) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::text::tsvector)"
     );
     execute(
         db,
@@ -181,22 +192,35 @@ pub async fn insert_message(db: &Db, segment: i64, seq: u64, m: &Message) -> Res
             &opt_json(&hashes),
             &opt_json(&m.metadata),
             &m.created_at,
+            &crate::session::search::tsvector(m),
         ],
     )
     .await
     .map(drop)
 }
 
-/// Stores an image once, however many messages carry it; returns its hash.
+/// Stores an image once, however many messages carry it, with its ref
+/// (`session::image`); returns its hash.
 async fn store_blob(db: &Db, image: &str) -> Result<String> {
     let hash = hex(&Sha256::digest(image.as_bytes()));
-    execute(
-        db,
-        "INSERT INTO blobs (hash, data, refs) VALUES ($1, $2, 1) ON CONFLICT (hash) DO UPDATE SET refs = blobs.refs + 1",
-        &[&hash, &image],
-    )
-    .await?;
+    let counted = execute(db, "UPDATE blobs SET refs = refs + 1 WHERE hash = $1", &[&hash]).await?;
+    if counted == 0 {
+        let d = describe(image);
+        execute(
+            db,
+            "INSERT INTO blobs (hash, data, refs, ref, media_type, bytes) VALUES ($1, $2, 1, $3, $4, $5) \
+             ON CONFLICT (hash) DO UPDATE SET refs = blobs.refs + 1",
+            &[&hash, &image, &d.reference, &d.media_type, &(d.bytes as i64)],
+        )
+        .await?;
+    }
     Ok(hash)
+}
+
+/// The image whose ref is `reference`.
+pub async fn image(db: &Db, reference: &str) -> Result<Option<String>> {
+    let row = query_opt(db, "SELECT data FROM blobs WHERE ref = $1 LIMIT 1", &[&reference]).await?;
+    row.map(|r| r.try_get(0).map_err(corrupt)).transpose()
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -74,6 +74,21 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX drafts_by_session ON drafts(session_id, refreshed_at);
     CREATE INDEX drafts_by_refresh ON drafts(refreshed_at);
     "#,
+    // 2: as SQLite's version 5: images by reference (filled for the images already
+    // stored by `describe_old_images`).
+    r#"
+    ALTER TABLE blobs ADD COLUMN ref text COLLATE "C";
+    ALTER TABLE blobs ADD COLUMN media_type text;
+    ALTER TABLE blobs ADD COLUMN bytes bigint;
+    CREATE INDEX blobs_by_ref ON blobs(ref);
+    "#,
+    // 3: as SQLite's version 6: full-text search, each message row's words as convo
+    // splits them (`search`; filled for the messages already stored by
+    // `index_old_messages`).
+    r#"
+    ALTER TABLE messages ADD COLUMN words tsvector;
+    CREATE INDEX messages_by_words ON messages USING gin (words);
+    "#,
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -150,10 +165,31 @@ pub async fn migrate(client: &mut Client, schema: &str) -> Result<()> {
     tx.batch_execute(&format!("SET LOCAL search_path TO {schema}")).await.map_err(pg)?;
     for (i, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         tx.batch_execute(migration).await.map_err(pg)?;
+        if i + 1 == 2 {
+            describe_old_images(&tx).await?;
+        }
+        if i + 1 == 3 {
+            super::search::index_old_messages(&tx).await?;
+        }
         tx.execute("UPDATE meta SET version = $1", &[&(i as i64 + 1)]).await.map_err(pg)?;
         tracing::info!(version = i + 1, schema, "PostgreSQL schema migrated");
     }
     tx.commit().await.map_err(pg)
+}
+
+/// Gives every image stored before refs existed (schema version 1) its ref.
+async fn describe_old_images(tx: &tokio_postgres::Transaction<'_>) -> Result<()> {
+    for row in tx.query("SELECT hash, data FROM blobs WHERE ref IS NULL", &[]).await.map_err(pg)? {
+        let (hash, data): (String, String) = (row.get(0), row.get(1));
+        let d = crate::session::image::describe(&data);
+        tx.execute(
+            "UPDATE blobs SET ref = $2, media_type = $3, bytes = $4 WHERE hash = $1",
+            &[&hash, &d.reference, &d.media_type, &(d.bytes as i64)],
+        )
+        .await
+        .map_err(pg)?;
+    }
+    Ok(())
 }
 
 /// A failure of PostgreSQL or of the connection to it: the request did not take effect.
@@ -166,6 +202,15 @@ pub fn describe(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("PostgreSQL: {} ({})", db.message(), db.code().code()),
         None if e.is_closed() => "the connection to PostgreSQL was lost".into(),
-        None => format!("PostgreSQL: {e}"),
+        None => {
+            // tokio-postgres says what failed; the cause (refused, TLS, …) is its source.
+            let mut text = format!("PostgreSQL: {e}");
+            let mut source = std::error::Error::source(e);
+            while let Some(cause) = source {
+                text.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            text
+        }
     }
 }

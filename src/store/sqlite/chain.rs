@@ -129,6 +129,25 @@ pub fn turns_cut(conn: &Connection, spans: &[Span], len: u64, max_turns: u64) ->
     Ok(crate::session::turns_cut(len as usize, roles, max_turns) as u64)
 }
 
+/// How many tool results directly follow position `from - 1` (`session::rewind_keeps`),
+/// read oldest first only as far as they go.
+pub fn results_from(conn: &Connection, spans: &[Span], from: u64) -> Result<u64> {
+    let mut stmt = conn
+        .prepare_cached("SELECT role FROM messages WHERE segment = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq")
+        .map_err(sql)?;
+    let mut count = 0;
+    for span in spans.iter().rev().filter(|s| s.hi > from) {
+        let mut rows = stmt.query(params![span.segment, span.lo.max(from) as i64, span.hi as i64]).map_err(sql)?;
+        while let Some(row) = rows.next().map_err(sql)? {
+            if row.get::<_, String>(0).map_err(sql)? != "tool" {
+                return Ok(count);
+            }
+            count += 1;
+        }
+    }
+    Ok(count)
+}
+
 /// The position of message `id` among the positions the spans serve.
 pub fn position_of(conn: &Connection, spans: &[Span], id: &str) -> Result<Option<u64>> {
     let mut stmt = conn.prepare_cached("SELECT segment, seq FROM messages WHERE id = ?1").map_err(sql)?;

@@ -13,6 +13,7 @@ mod drafts;
 mod file;
 mod rows;
 mod schema;
+mod search;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -23,13 +24,14 @@ use rusqlite::{Connection, params};
 
 use crate::error::{Error, Result};
 use crate::pool::Pool;
+use crate::session::search::Query;
 use crate::session::{
-    Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, check_revision, new_session_id,
-    plan_append,
+    Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, check_revision,
+    compaction_message, new_session_id, plan_append,
 };
 use crate::store::feed::{ChangeKind, Feed, Watcher};
 use crate::store::row::{new_info, touched};
-use crate::store::{Appended, HistoryPage, Removed, Store};
+use crate::store::{Appended, Compacted, Doomed, Found, HistoryPage, Removed, Rewound, Store};
 use chain::Span;
 use rows::{SESSION_COLUMNS, SessionRow, require_session};
 pub use schema::Settings;
@@ -134,6 +136,88 @@ fn put(c: &Connection, kind: ChangeKind, row: &SessionRow) -> Result<()> {
     changes::record(c, &row.info.session_id, row.info.revision, kind, row.len - row.start)
 }
 
+/// Deletes a session, logs it, and reclaims what only it used.
+fn delete_in(c: &Connection, row: &SessionRow) -> Result<()> {
+    let id = &row.info.session_id;
+    c.execute("DELETE FROM sessions WHERE session_id = ?1", [id]).map_err(sql)?;
+    changes::record(c, id, row.info.revision, ChangeKind::Deleted, row.len - row.start)?;
+    chain::reclaim(c, row.segment)
+}
+
+/// `Store::rewind` inside a write transaction. The session moves to a new segment cut at
+/// the kept length, as a fork would be; the old segment stays whole for the archive, or
+/// is reclaimed.
+fn rewind_in(c: &Connection, id: &str, to: &str, archive: bool, expected_revision: Option<u64>) -> Result<Rewound> {
+    let row = require_session(c, id)?;
+    check_revision(expected_revision, row.info.revision)?;
+    let spans = spans_of(c, &row)?;
+    let at = chain::position_of(c, &spans, to)?.ok_or_else(|| Error::MessageNotFound(to.to_owned()))?;
+    let keep = at + 1 + chain::results_from(c, &spans, at + 1)?;
+    if keep >= row.len {
+        return Ok(Rewound { removed: 0, revision: row.info.revision, archived_session_id: None });
+    }
+    let archived_session_id = if archive {
+        let forked_from = ForkPoint { session_id: id.to_owned(), message_id: chain::id_at(c, &spans, row.len - 1)? };
+        let info = new_info(new_session_id(), row.fields(), Some(forked_from), row.len - row.start);
+        let archived = SessionRow { info, segment: row.segment, start: row.start, len: row.len };
+        put(c, ChangeKind::Created, &archived)?;
+        Some(archived.info.session_id)
+    } else {
+        None
+    };
+    let (old, removed) = (row.segment, row.len - keep);
+    let mut row = touched(row);
+    (row.segment, row.len) = (chain::new_segment(c, chain::fork_parent(&spans, row.start, keep), keep)?, keep);
+    put(c, ChangeKind::Rewound, &row)?;
+    chain::reclaim(c, old)?;
+    Ok(Rewound { removed, revision: row.info.revision, archived_session_id })
+}
+
+/// Keeps the whole history as a new session on the session's segment, which the
+/// session is about to leave: a fork in O(1).
+fn archive_in(c: &Connection, row: &SessionRow, spans: &[Span]) -> Result<String> {
+    let last = chain::id_at(c, spans, row.len - 1)?;
+    let forked_from = ForkPoint { session_id: row.info.session_id.clone(), message_id: last };
+    let info = new_info(new_session_id(), row.fields(), Some(forked_from), row.len - row.start);
+    let archived = SessionRow { info, segment: row.segment, start: row.start, len: row.len };
+    put(c, ChangeKind::Created, &archived)?;
+    Ok(archived.info.session_id)
+}
+
+/// `Store::compact` inside a write transaction: the summary and the kept turns are
+/// written to a new segment (the kept messages are copied, the replaced ones are not
+/// read); the old segment stays whole for the archive, or is reclaimed.
+fn compact_in(
+    c: &Connection,
+    id: &str,
+    keep_turns: u64,
+    summary: String,
+    archive: bool,
+    expected_revision: Option<u64>,
+) -> Result<Compacted> {
+    let row = require_session(c, id)?;
+    check_revision(expected_revision, row.info.revision)?;
+    let spans = spans_of(c, &row)?;
+    let cut = chain::turns_cut(c, &spans, row.len - row.start, keep_turns)?;
+    if cut == 0 || keep_turns == 0 {
+        let revision = row.info.revision;
+        return Ok(Compacted { removed: 0, revision, summary_message_id: None, archived_session_id: None });
+    }
+    let (first, last) = (chain::id_at(c, &spans, row.start)?, chain::id_at(c, &spans, row.start + cut - 1)?);
+    let summary = compaction_message(summary, cut, first, last);
+    let summary_message_id = summary.id.clone();
+    let mut messages = vec![summary];
+    messages.extend(chain::read(c, &spans, row.start + cut, row.len)?);
+    let archived_session_id = if archive { Some(archive_in(c, &row, &spans)?) } else { None };
+    let old = row.segment;
+    let mut row = touched(row);
+    (row.segment, row.start, row.len) = (chain::new_segment(c, None, 0)?, 0, messages.len() as u64);
+    insert_all(c, row.segment, 0, &messages)?;
+    put(c, ChangeKind::Compacted, &row)?;
+    chain::reclaim(c, old)?;
+    Ok(Compacted { removed: cut, revision: row.info.revision, summary_message_id, archived_session_id })
+}
+
 /// `Store::append` inside a write transaction.
 fn append_in(c: &Connection, id: &str, messages: Vec<Message>, expected_revision: Option<u64>) -> Result<Appended> {
     let row = require_session(c, id)?;
@@ -180,15 +264,20 @@ impl Store for SqliteStore {
         self.read(move |c| Ok(require_session(c, &id)?.info)).await
     }
 
-    async fn list(&self, limit: usize, after: Option<ListKey>) -> Result<Vec<SessionInfo>> {
+    async fn list_updated_before(
+        &self,
+        limit: usize,
+        after: Option<ListKey>,
+        updated_before: Option<String>,
+    ) -> Result<Vec<SessionInfo>> {
         self.read(move |c| {
             let (at, id) = after.map_or((None, None), |k| (Some(k.created_at), Some(k.session_id)));
             let query = format!(
-                "SELECT {SESSION_COLUMNS} FROM sessions WHERE ?1 IS NULL OR (created_at, session_id) < (?1, ?2) \
-                 ORDER BY created_at DESC, session_id DESC LIMIT ?3"
+                "SELECT {SESSION_COLUMNS} FROM sessions WHERE (?1 IS NULL OR (created_at, session_id) < (?1, ?2)) \
+                 AND (?4 IS NULL OR updated_at < ?4) ORDER BY created_at DESC, session_id DESC LIMIT ?3"
             );
             c.prepare_cached(&query)
-                .and_then(|mut s| s.query_map(params![at, id, limit as i64], rows::session)?.collect())
+                .and_then(|mut s| s.query_map(params![at, id, limit as i64, updated_before], rows::session)?.collect())
                 .map(|rows: Vec<SessionRow>| rows.into_iter().map(|r| r.info).collect())
                 .map_err(sql)
         })
@@ -220,9 +309,31 @@ impl Store for SqliteStore {
             .write(move |c| {
                 let row = require_session(c, &id)?;
                 check_revision(expected_revision, row.info.revision)?;
-                c.execute("DELETE FROM sessions WHERE session_id = ?1", [&id]).map_err(sql)?;
-                changes::record(c, &id, row.info.revision, ChangeKind::Deleted, row.len - row.start)?;
-                chain::reclaim(c, row.segment)
+                delete_in(c, &row)
+            })
+            .await
+    }
+
+    async fn delete_many(&self, doomed: Doomed) -> Result<u64> {
+        self.writer
+            .write(move |c| {
+                let ids: Vec<String> = match &doomed {
+                    Doomed::Ids(ids) => ids.clone(),
+                    Doomed::UpdatedBefore(before) => c
+                        .prepare_cached("SELECT session_id FROM sessions WHERE updated_at < ?1")
+                        .and_then(|mut s| s.query_map([before], |r| r.get(0))?.collect())
+                        .map_err(sql)?,
+                };
+                let mut deleted = 0;
+                for id in ids {
+                    // One at a time, each reclaimed before the next: a fork deleted with
+                    // its parent finds the chain as `reclaim` left it.
+                    if let Some(row) = rows::load_session(c, &id)? {
+                        delete_in(c, &row)?;
+                        deleted += 1;
+                    }
+                }
+                Ok(deleted)
             })
             .await
     }
@@ -267,6 +378,29 @@ impl Store for SqliteStore {
                 Ok(Removed { removed: cut, revision: row.info.revision })
             })
             .await
+    }
+
+    async fn rewind(
+        &self,
+        session_id: &str,
+        to_message_id: &str,
+        archive: bool,
+        expected_revision: Option<u64>,
+    ) -> Result<Rewound> {
+        let (id, to) = (session_id.to_owned(), to_message_id.to_owned());
+        self.writer.write(move |c| rewind_in(c, &id, &to, archive, expected_revision)).await
+    }
+
+    async fn compact(
+        &self,
+        session_id: &str,
+        keep_turns: u64,
+        summary: String,
+        archive: bool,
+        expected_revision: Option<u64>,
+    ) -> Result<Compacted> {
+        let id = session_id.to_owned();
+        self.writer.write(move |c| compact_in(c, &id, keep_turns, summary, archive, expected_revision)).await
     }
 
     async fn clear(&self, session_id: &str, expected_revision: Option<u64>) -> Result<Removed> {
@@ -352,6 +486,16 @@ impl Store for SqliteStore {
                 Ok(info)
             })
             .await
+    }
+
+    async fn image(&self, reference: &str) -> Result<Option<String>> {
+        let reference = reference.to_owned();
+        self.read(move |c| rows::image(c, &reference)).await
+    }
+
+    async fn search(&self, query: &Query, session_id: Option<&str>, offset: u64, limit: u64) -> Result<Vec<Found>> {
+        let (query, session_id) = (query.clone(), session_id.map(str::to_owned));
+        self.read(move |c| search::search(c, &query, session_id.as_deref(), offset, limit)).await
     }
 
     async fn flush(&self) -> Result<()> {

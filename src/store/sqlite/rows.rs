@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
+use crate::session::image::describe;
 use crate::session::{ForkPoint, Message, SessionInfo, role_name};
 pub use crate::store::row::{SessionRow, parse_role};
 use crate::store::sqlite::schema::sql;
@@ -147,19 +148,50 @@ pub fn insert_message(conn: &Connection, segment: i64, seq: u64, m: &Message) ->
             m.created_at,
         ])
     })
-    .map(drop)
-    .map_err(sql)
+    .map_err(sql)?;
+    super::search::insert(conn, segment, seq, m)
 }
 
-/// Stores an image once, however many messages carry it; returns its hash.
+/// Stores an image once, however many messages carry it, with its ref
+/// (`session::image`); returns its hash.
 fn store_blob(conn: &Connection, image: &str) -> Result<String> {
     let hash = hex(&Sha256::digest(image.as_bytes()));
-    conn.prepare_cached(
-        "INSERT INTO blobs (hash, data, refs) VALUES (?1, ?2, 1) ON CONFLICT (hash) DO UPDATE SET refs = refs + 1",
-    )
-    .and_then(|mut s| s.execute(params![hash, image]))
-    .map_err(sql)?;
+    let counted = conn
+        .prepare_cached("UPDATE blobs SET refs = refs + 1 WHERE hash = ?1")
+        .and_then(|mut s| s.execute([&hash]))
+        .map_err(sql)?;
+    if counted == 0 {
+        let described = describe(image);
+        conn.prepare_cached(
+            "INSERT INTO blobs (hash, data, refs, ref, media_type, bytes) VALUES (?1, ?2, 1, ?3, ?4, ?5)",
+        )
+        .and_then(|mut s| {
+            s.execute(params![hash, image, described.reference, described.media_type, described.bytes as i64])
+        })
+        .map_err(sql)?;
+    }
     Ok(hash)
+}
+
+/// The image whose ref is `reference`.
+pub fn image(conn: &Connection, reference: &str) -> Result<Option<String>> {
+    conn.prepare_cached("SELECT data FROM blobs WHERE ref = ?1 LIMIT 1")
+        .and_then(|mut s| s.query_row([reference], |r| r.get(0)).optional())
+        .map_err(sql)
+}
+
+/// Gives every image stored before refs existed (schema version 4) its ref.
+pub fn describe_old_images(conn: &Connection) -> rusqlite::Result<()> {
+    let old: Vec<(String, String)> = conn
+        .prepare("SELECT hash, data FROM blobs WHERE ref IS NULL")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut update = conn.prepare("UPDATE blobs SET ref = ?2, media_type = ?3, bytes = ?4 WHERE hash = ?1")?;
+    for (hash, data) in old {
+        let d = describe(&data);
+        update.execute(params![hash, d.reference, d.media_type, d.bytes as i64])?;
+    }
+    Ok(())
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -187,6 +219,6 @@ pub fn delete_messages(conn: &Connection, segment: i64, lo: u64, hi: u64) -> Res
     }
     conn.prepare_cached("DELETE FROM messages WHERE segment = ?1 AND seq >= ?2 AND seq < ?3")
         .and_then(|mut s| s.execute(params![segment, lo, hi]))
-        .map(drop)
-        .map_err(sql)
+        .map_err(sql)?;
+    super::search::delete(conn, segment, lo as u64, hi as u64)
 }

@@ -89,6 +89,21 @@ const MIGRATIONS: &[&str] = &[
         message_count INTEGER NOT NULL
     );
     "#,
+    // 5: images by reference: each image's `sha256:` ref of its decoded bytes, its media
+    // type and size (filled for the images already stored by `describe_old_images`).
+    r#"
+    ALTER TABLE blobs ADD COLUMN ref TEXT;
+    ALTER TABLE blobs ADD COLUMN media_type TEXT;
+    ALTER TABLE blobs ADD COLUMN bytes INTEGER;
+    CREATE INDEX blobs_by_ref ON blobs(ref);
+    "#,
+    // 6: full-text search: each message row's words, by rowid `segment << 32 | seq`
+    // (`search`; filled for the messages already stored by `index_old_messages`).
+    r#"
+    CREATE VIRTUAL TABLE message_words USING fts5(
+        words, content = '', contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 0'
+    );
+    "#,
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -201,6 +216,12 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
     refuse_foreign(version, tables, path)?;
     for (i, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         tx.execute_batch(migration).map_err(|e| cannot_open(path, e))?;
+        if i + 1 == 5 {
+            super::rows::describe_old_images(&tx).map_err(|e| cannot_open(path, e))?;
+        }
+        if i + 1 == 6 {
+            super::search::index_old_messages(&tx).map_err(|e| cannot_open(path, e))?;
+        }
         tx.pragma_update(None, "user_version", i as i64 + 1).map_err(|e| cannot_open(path, e))?;
         tracing::info!(version = i + 1, "database schema migrated");
     }

@@ -73,6 +73,7 @@ METHODS: dict[str, str] = {
     "session/list": "list",
     "session/update": "update",
     "session/delete": "delete",
+    "session/delete_many": "delete_many",
     "session/add_user": "add_user",
     "session/add_assistant": "add_assistant",
     "session/add_tool_result": "add_tool_result",
@@ -82,6 +83,10 @@ METHODS: dict[str, str] = {
     "session/trim": "trim",
     "session/fork": "fork",
     "session/clear": "clear",
+    "session/rewind": "rewind",
+    "session/image": "image",
+    "session/compact": "compact",
+    "session/search": "search",
     "session/to_dict": "to_dict",
     "session/from_dict": "from_dict",
     "session/export": "export",
@@ -589,9 +594,14 @@ class AsyncClient:
         except SessionNotFound:
             return False
 
-    async def list(self, limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
-        """``session/list`` → ``{sessions, next_cursor}``, newest first."""
-        return await self.request("session/list", _params(limit=limit, cursor=cursor))
+    async def list(
+        self, limit: int | None = None, cursor: str | None = None, *, updated_before: str | None = None
+    ) -> dict[str, Any]:
+        """``session/list`` → ``{sessions, next_cursor}``, newest first; ``updated_before``
+        (RFC 3339) keeps the sessions last updated strictly before it."""
+        return await self.request(
+            "session/list", _params(limit=limit, cursor=cursor, updated_before=updated_before)
+        )
 
     async def iter_sessions(self, page_size: int = 100) -> AsyncIterator[dict[str, Any]]:
         """Every session, page by page."""
@@ -626,11 +636,20 @@ class AsyncClient:
     async def delete(self, session_id: str, *, expected_revision: int | None = None) -> dict[str, Any]:
         return await self.request("session/delete", _params(session_id=session_id, expected_revision=expected_revision))
 
+    async def delete_many(
+        self, session_ids: list[str] | None = None, *, updated_before: str | None = None
+    ) -> dict[str, Any]:
+        """``session/delete_many`` → ``{deleted}``: the sessions named (unknown ones
+        skipped), or every one last updated before ``updated_before``, atomically."""
+        return await self.request(
+            "session/delete_many", _params(session_ids=session_ids, updated_before=updated_before)
+        )
+
     async def add_user(
         self,
         session_id: str,
         text: Any,
-        images: Sequence[str] | None = None,
+        images: Sequence[str | Mapping[str, Any]] | None = None,
         *,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
@@ -705,9 +724,11 @@ class AsyncClient:
         offset: int | None = None,
         limit: int | None = None,
         include_draft: bool = False,
+        images: str | None = None,
     ) -> dict[str, Any]:
-        """``session/history`` → ``{messages, revision, repaired}`` (and ``draft``)."""
-        params = _params(session_id=session_id, offset=offset, limit=limit)
+        """``session/history`` → ``{messages, revision, repaired}`` (and ``draft``);
+        ``images="ref"`` shows each image as ``{ref, media_type, bytes}``."""
+        params = _params(session_id=session_id, offset=offset, limit=limit, images=images)
         if not repair:
             params["repair"] = False
         if include_draft:
@@ -745,11 +766,79 @@ class AsyncClient:
             "session/fork", _params(session_id=session_id, new_session_id=new_session_id, at_message_id=at_message_id)
         )
 
+    async def rewind(
+        self,
+        session_id: str,
+        to_message_id: str,
+        *,
+        archive: bool | None = None,
+        expected_revision: int | None = None,
+    ) -> dict[str, Any]:
+        """``session/rewind`` → ``{removed, revision, archived_session_id}``: drops every
+        message after ``to_message_id`` (a tool-call group stays whole); with ``archive``
+        the history as it was is first kept as a new session."""
+        return await self.request(
+            "session/rewind",
+            _params(
+                session_id=session_id,
+                to_message_id=to_message_id,
+                archive=archive,
+                expected_revision=expected_revision,
+            ),
+        )
+
     async def clear(self, session_id: str, *, expected_revision: int | None = None) -> dict[str, Any]:
         return await self.request("session/clear", _params(session_id=session_id, expected_revision=expected_revision))
 
-    async def to_dict(self, session_id: str) -> dict[str, Any]:
-        return await self.request("session/to_dict", {"session_id": session_id})
+    async def to_dict(self, session_id: str, *, images: str | None = None) -> dict[str, Any]:
+        return await self.request("session/to_dict", _params(session_id=session_id, images=images))
+
+    async def compact(
+        self,
+        session_id: str,
+        keep_turns: int,
+        summary: str | None = None,
+        *,
+        summarize: bool | None = None,
+        archive: bool | None = None,
+        timeout_ms: int | None = None,
+        expected_revision: int | None = None,
+    ) -> dict[str, Any]:
+        """``session/compact`` → ``{removed, revision, summary_message_id, archived_session_id}``:
+        the turns before the last ``keep_turns`` replaced by ``summary``, or by one the
+        runtime writes (``summarize=True``, ``purpose: "summarize"``)."""
+        return await self.request(
+            "session/compact",
+            _params(
+                session_id=session_id,
+                keep_turns=keep_turns,
+                summary=summary,
+                summarize=summarize,
+                archive=archive,
+                timeout_ms=timeout_ms,
+                expected_revision=expected_revision,
+            ),
+        )
+
+    async def image(self, ref: str) -> dict[str, Any]:
+        """``session/image`` → ``{data, media_type}``: the image a ref names."""
+        return await self.request("session/image", {"ref": ref})
+
+    async def search(
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """``session/search`` → ``{hits: [{session_id, message_id, index, role, snippet}],
+        next_cursor}``: full-text search over message text (words, ``prefix*``,
+        ``"phrases"``, all required), best match first; a message shared by forks is a hit
+        in each session holding it."""
+        return await self.request(
+            "session/search", _params(query=query, session_id=session_id, limit=limit, cursor=cursor)
+        )
 
     async def from_dict(
         self,
@@ -758,9 +847,17 @@ class AsyncClient:
         replace: bool = False,
         repair: bool = False,
         expected_revision: int | None = None,
+        format: str | None = None,
+        session_id: str | None = None,
     ) -> dict[str, Any]:
-        """SessionInfo plus ``repaired: {added, dropped}``."""
+        """SessionInfo plus ``repaired: {added, dropped}``. With ``format``
+        (``openai_chat``, ``anthropic_messages``, ``gemini_contents``) ``data`` is that
+        provider's request body, and ``session_id`` names the new session."""
         params: dict[str, Any] = {"data": dict(data)}
+        if format is not None:
+            params["format"] = format
+        if session_id is not None:
+            params["session_id"] = session_id
         if replace:
             params["replace"] = True
         if repair:
@@ -769,9 +866,11 @@ class AsyncClient:
             params["expected_revision"] = expected_revision
         return await self.request("session/from_dict", params)
 
-    async def export(self, session_id: str, format: str = "openai_chat", *, repair: bool = True) -> dict[str, Any]:
+    async def export(
+        self, session_id: str, format: str = "openai_chat", *, repair: bool = True, images: str | None = None
+    ) -> dict[str, Any]:
         """``{payload, warnings}``: the provider-ready request body parts."""
-        params: dict[str, Any] = {"session_id": session_id, "format": format}
+        params: dict[str, Any] = _params(session_id=session_id, format=format, images=images)
         if not repair:
             params["repair"] = False
         return await self.request("session/export", params)

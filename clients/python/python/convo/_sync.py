@@ -235,9 +235,11 @@ class Client:
         """``session/get`` → SessionInfo."""
         return self._fast(AsyncClient.get, session_id)
 
-    def list(self, limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
+    def list(
+        self, limit: int | None = None, cursor: str | None = None, *, updated_before: str | None = None
+    ) -> dict[str, Any]:
         """``session/list`` → ``{sessions, next_cursor}``, newest first."""
-        return self._fast(AsyncClient.list, limit, cursor)
+        return self._fast(AsyncClient.list, limit, cursor, updated_before=updated_before)
 
     def update(
         self,
@@ -263,11 +265,17 @@ class Client:
     def delete(self, session_id: str, *, expected_revision: int | None = None) -> dict[str, Any]:
         return self._fast(AsyncClient.delete, session_id, expected_revision=expected_revision)
 
+    def delete_many(
+        self, session_ids: list[str] | None = None, *, updated_before: str | None = None
+    ) -> dict[str, Any]:
+        """``session/delete_many`` → ``{deleted}``, atomically."""
+        return self._fast(AsyncClient.delete_many, session_ids, updated_before=updated_before)
+
     def add_user(
         self,
         session_id: str,
         text: Any,
-        images: Sequence[str] | None = None,
+        images: Sequence[str | Mapping[str, Any]] | None = None,
         *,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
@@ -320,10 +328,17 @@ class Client:
         offset: int | None = None,
         limit: int | None = None,
         include_draft: bool = False,
+        images: str | None = None,
     ) -> dict[str, Any]:
         """``session/history`` → ``{messages, revision, repaired}`` (and ``draft``)."""
         return self._fast(
-            AsyncClient.history, session_id, repair=repair, offset=offset, limit=limit, include_draft=include_draft
+            AsyncClient.history,
+            session_id,
+            repair=repair,
+            offset=offset,
+            limit=limit,
+            include_draft=include_draft,
+            images=images,
         )
 
     def trim(
@@ -345,11 +360,62 @@ class Client:
         """SessionInfo of the new session (message ids kept; O(1))."""
         return self._fast(AsyncClient.fork, session_id, new_session_id, at_message_id=at_message_id)
 
+    def rewind(
+        self,
+        session_id: str,
+        to_message_id: str,
+        *,
+        archive: bool | None = None,
+        expected_revision: int | None = None,
+    ) -> dict[str, Any]:
+        """``session/rewind`` → ``{removed, revision, archived_session_id}``."""
+        return self._fast(
+            AsyncClient.rewind, session_id, to_message_id, archive=archive, expected_revision=expected_revision
+        )
+
     def clear(self, session_id: str, *, expected_revision: int | None = None) -> dict[str, Any]:
         return self._fast(AsyncClient.clear, session_id, expected_revision=expected_revision)
 
-    def to_dict(self, session_id: str) -> dict[str, Any]:
-        return self._fast(AsyncClient.to_dict, session_id)
+    def to_dict(self, session_id: str, *, images: str | None = None) -> dict[str, Any]:
+        return self._fast(AsyncClient.to_dict, session_id, images=images)
+
+    def compact(
+        self,
+        session_id: str,
+        keep_turns: int,
+        summary: str | None = None,
+        *,
+        summarize: bool | None = None,
+        archive: bool | None = None,
+        timeout_ms: int | None = None,
+        expected_revision: int | None = None,
+    ) -> dict[str, Any]:
+        """``session/compact`` → ``{removed, revision, summary_message_id, archived_session_id}``."""
+        return self._fast(
+            AsyncClient.compact,
+            session_id,
+            keep_turns,
+            summary,
+            summarize=summarize,
+            archive=archive,
+            timeout_ms=timeout_ms,
+            expected_revision=expected_revision,
+        )
+
+    def image(self, ref: str) -> dict[str, Any]:
+        """``session/image`` → ``{data, media_type}``."""
+        return self._fast(AsyncClient.image, ref)
+
+    def search(
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """``session/search`` → ``{hits, next_cursor}``."""
+        return self._fast(AsyncClient.search, query, session_id=session_id, limit=limit, cursor=cursor)
 
     def from_dict(
         self,
@@ -358,15 +424,26 @@ class Client:
         replace: bool = False,
         repair: bool = False,
         expected_revision: int | None = None,
+        format: str | None = None,
+        session_id: str | None = None,
     ) -> dict[str, Any]:
-        """SessionInfo plus ``repaired: {added, dropped}``."""
+        """SessionInfo plus ``repaired: {added, dropped}``; with ``format``, ``data`` is
+        that provider's request body."""
         return self._fast(
-            AsyncClient.from_dict, data, replace=replace, repair=repair, expected_revision=expected_revision
+            AsyncClient.from_dict,
+            data,
+            replace=replace,
+            repair=repair,
+            expected_revision=expected_revision,
+            format=format,
+            session_id=session_id,
         )
 
-    def export(self, session_id: str, format: str = "openai_chat", *, repair: bool = True) -> dict[str, Any]:
+    def export(
+        self, session_id: str, format: str = "openai_chat", *, repair: bool = True, images: str | None = None
+    ) -> dict[str, Any]:
         """``{payload, warnings}``: the provider-ready request body parts."""
-        return self._fast(AsyncClient.export, session_id, format, repair=repair)
+        return self._fast(AsyncClient.export, session_id, format, repair=repair, images=images)
 
     def validate(self, session_id: str, format: str = "openai_chat") -> dict[str, Any]:
         return self._fast(AsyncClient.validate, session_id, format)

@@ -1,0 +1,114 @@
+//! Anthropic Messages `messages` and `system` read back. A user turn's `tool_result`
+//! blocks become tool messages; text, images and other blocks become user messages; an
+//! assistant turn's `tool_use` blocks become tool calls in Anthropic's `{id, name,
+//! input}` shape.
+
+use serde_json::{Map, Value, json};
+
+use super::{Body, Turn, invalid, result_text, role, tool_result, turns};
+use crate::error::Result;
+
+pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
+    let system = match body.get("system") {
+        None | Some(Value::Null) => None,
+        Some(system) => match result_text(system, "data.system")? {
+            Value::String(text) => Some(text),
+            _ => return Err(invalid("data.system", "must be a string or an array of text blocks")),
+        },
+    };
+    let mut messages = Vec::new();
+    for (i, m) in turns(body, "messages")?.iter().enumerate() {
+        let at = format!("data.messages[{i}]");
+        let assistant = match role(m, &at)? {
+            "user" => false,
+            "assistant" => true,
+            other => return Err(invalid(&format!("{at}.role"), format!("{other:?} is not user or assistant"))),
+        };
+        let blocks = match &m["content"] {
+            Value::String(text) => &vec![json!({"type": "text", "text": text})],
+            Value::Array(blocks) => blocks,
+            _ => return Err(invalid(&format!("{at}.content"), "must be a string or an array of content blocks")),
+        };
+        let mut turn = Turn::new(if assistant { "assistant" } else { "user" });
+        for (k, block) in blocks.iter().enumerate() {
+            let at = format!("{at}.content[{k}]");
+            match block.get("type").and_then(Value::as_str) {
+                Some("text") => {
+                    turn.text(block["text"].as_str().ok_or_else(|| invalid(&at, "text: must be a string"))?)
+                }
+                Some("image") if block.pointer("/source/type") == Some(&json!("base64")) => {
+                    let data = super::image_data(block.pointer("/source/data"));
+                    turn.image(data.ok_or_else(|| invalid(&at, "source.data: must be base64 or a {ref}"))?)
+                }
+                Some("tool_use") if assistant => {
+                    let id = block.get("id").filter(|id| id.is_string());
+                    let id = id.ok_or_else(|| invalid(&at, "id: must be a string"))?;
+                    let input = block.get("input").cloned().unwrap_or_else(|| json!({}));
+                    turn.call(json!({"id": id, "name": block["name"], "input": input}))
+                }
+                Some("tool_result") if !assistant => {
+                    let id = block.get("tool_use_id").and_then(Value::as_str);
+                    let id = id.ok_or_else(|| invalid(&at, "tool_use_id: must be a string"))?;
+                    messages.append(&mut std::mem::replace(&mut turn, Turn::new("user")).into_messages());
+                    messages.push(tool_result(id, result_text(&block["content"], &format!("{at}.content"))?));
+                }
+                Some(_) => turn.part(block.clone()),
+                None => return Err(invalid(&at, "must be an object with a string `type`")),
+            }
+        }
+        messages.extend(turn.into_messages());
+    }
+    Ok(Body { system, messages })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::export::Format;
+
+    fn import(body: Value) -> Body {
+        super::super::import(Format::AnthropicMessages, &body).unwrap()
+    }
+
+    #[test]
+    fn a_user_turn_gives_its_results_then_one_message_per_text() {
+        let body = json!({"system": [{"type": "text", "text": "sys"}], "messages": [
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "calling"},
+                {"type": "tool_use", "id": "t1", "name": "f", "input": {"x": 1}},
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "ok"}]},
+                {"type": "text", "text": "a"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "QUJD"}},
+                {"type": "text", "text": "b"},
+            ]},
+        ]});
+        let got = import(body);
+        assert_eq!(got.system.as_deref(), Some("sys"));
+        assert_eq!(
+            got.messages,
+            [
+                json!({"role": "assistant", "content": "calling", "tool_calls": [{"id": "t1", "name": "f", "input": {"x": 1}}]}),
+                json!({"role": "tool", "tool_call_id": "t1", "content": "ok"}),
+                json!({"role": "user", "content": "a", "images": ["QUJD"]}),
+                json!({"role": "user", "content": "b"}),
+            ]
+        );
+    }
+
+    #[test]
+    fn blocks_without_a_counterpart_are_kept_as_parts() {
+        let thinking = json!({"type": "thinking", "thinking": "hmm", "signature": "s"});
+        let body =
+            json!({"messages": [{"role": "assistant", "content": [thinking.clone(), {"type": "text", "text": "x"}]}]});
+        let got = import(body).messages;
+        assert_eq!(got, [json!({"role": "assistant", "content": [thinking, {"type": "text", "text": "x"}]})]);
+    }
+
+    #[test]
+    fn a_string_content_is_one_text() {
+        let got = import(json!({"messages": [{"role": "user", "content": "hi"}]})).messages;
+        assert_eq!(got, [json!({"role": "user", "content": "hi"})]);
+    }
+}

@@ -1,0 +1,204 @@
+//! Provider request bodies read back into convo messages: the inverse of `export`
+//! (`session/from_dict` with a `format`). Each reader takes the body's messages (or
+//! contents) and system prompt, ignores its other members, and returns the system prompt
+//! and messages in convo's own shape, which `from_dict` then checks like any import.
+//!
+//! The promise is a round trip: importing what `export` wrote and exporting it again
+//! gives an equal body (up to key order). So each provider turn is split where export
+//! would have merged: one tool message per tool result, and a new message at each text
+//! item of a turn (export joins consecutive messages of one role into one turn, and a
+//! message's text into one item). Items with no convo counterpart are kept as content
+//! parts of their type, so nothing in the body is silently lost. Pure.
+
+mod anthropic;
+mod gemini;
+mod openai;
+
+use serde_json::{Map, Value, json};
+
+use crate::error::{Error, Result};
+use crate::session::export::Format;
+
+/// What a provider body holds, in convo's terms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Body {
+    pub system: Option<String>,
+    /// Messages as `from_dict` takes them (`MessageInput`'s JSON shape).
+    pub messages: Vec<Value>,
+}
+
+/// Reads a provider request body (`data` of `from_dict`).
+pub fn import(format: Format, body: &Value) -> Result<Body> {
+    let body = body.as_object().ok_or_else(|| Error::invalid("data: must be a request body (an object)"))?;
+    match format {
+        Format::OpenaiChat => openai::import(body),
+        Format::AnthropicMessages => anthropic::import(body),
+        Format::GeminiContents => gemini::import(body),
+    }
+}
+
+/// The array a body keeps its turns in (`messages`, `contents`); missing is empty.
+fn turns<'a>(body: &'a Map<String, Value>, member: &str) -> Result<&'a [Value]> {
+    match body.get(member) {
+        None | Some(Value::Null) => Ok(&[]),
+        Some(Value::Array(turns)) => Ok(turns),
+        Some(_) => Err(Error::invalid(format!("data.{member}: must be an array"))),
+    }
+}
+
+/// A turn's role and its items, which must be an array (a string is one text item).
+fn role<'a>(turn: &'a Value, at: &str) -> Result<&'a str> {
+    turn.get("role").and_then(Value::as_str).ok_or_else(|| Error::invalid(format!("{at}.role: must be a string")))
+}
+
+/// Image data as a body holds it: base64, or `{"ref": …}` where `export` with
+/// `images: "ref"` put one.
+fn image_data(data: Option<&Value>) -> Option<Value> {
+    data.filter(|d| d.is_string() || d.get("ref").is_some_and(Value::is_string)).cloned()
+}
+
+fn invalid(at: &str, what: impl std::fmt::Display) -> Error {
+    Error::invalid(format!("{at}: {what}"))
+}
+
+/// Builds the messages of one user or assistant turn. `export` writes each message as
+/// one turn item of text first, then its images, other parts and tool calls, and joins
+/// consecutive messages of a role into one turn; so a text item after text or images
+/// starts a new message, unless the message holds tool calls, whose results must follow
+/// it directly (the text then stays in it, as a part).
+struct Turn {
+    role: &'static str,
+    out: Vec<Message>,
+}
+
+#[derive(Default)]
+struct Message {
+    /// Content items in order: text parts and parts of other types.
+    content: Vec<Value>,
+    images: Vec<Value>,
+    calls: Vec<Value>,
+}
+
+impl Turn {
+    fn new(role: &'static str) -> Self {
+        Turn { role, out: Vec::new() }
+    }
+
+    fn current(&mut self) -> &mut Message {
+        if self.out.is_empty() {
+            self.out.push(Message::default());
+        }
+        self.out.last_mut().expect("a message")
+    }
+
+    fn text(&mut self, text: &str) {
+        let split = self.out.last().is_some_and(|m| {
+            m.calls.is_empty() && (!m.images.is_empty() || m.content.iter().any(|p| p["type"] == "text"))
+        });
+        if split {
+            self.out.push(Message::default());
+        }
+        self.current().content.push(json!({"type": "text", "text": text}));
+    }
+
+    fn image(&mut self, image: Value) {
+        self.current().images.push(image);
+    }
+
+    /// An item kept as a content part of its own type.
+    fn part(&mut self, part: Value) {
+        self.current().content.push(part);
+    }
+
+    fn call(&mut self, call: Value) {
+        self.current().calls.push(call);
+    }
+
+    fn into_messages(self) -> Vec<Value> {
+        let role = self.role;
+        self.out.into_iter().map(|m| m.into_value(role)).collect()
+    }
+}
+
+impl Message {
+    /// Text only is a string (texts joined, as export joins them); anything else the
+    /// parts in order.
+    fn into_value(self, role: &str) -> Value {
+        let texts: Option<Vec<&str>> =
+            self.content.iter().map(|p| if p["type"] == "text" { p["text"].as_str() } else { None }).collect();
+        let content = match texts {
+            Some(texts) => Value::String(texts.join("\n")),
+            None => Value::Array(self.content),
+        };
+        let mut message = json!({"role": role, "content": content});
+        if !self.images.is_empty() {
+            message["images"] = Value::Array(self.images);
+        }
+        if !self.calls.is_empty() {
+            message["tool_calls"] = Value::Array(self.calls);
+        }
+        message
+    }
+}
+
+/// A tool message answering `id`.
+fn tool_result(id: &str, content: Value) -> Value {
+    json!({"role": "tool", "tool_call_id": id, "content": content})
+}
+
+/// Text items (strings or `{type: text}` objects) joined, as a tool result's content.
+fn result_text(content: &Value, at: &str) -> Result<Value> {
+    match content {
+        Value::Null => Ok(json!("")),
+        Value::String(_) => Ok(content.clone()),
+        Value::Array(items) => {
+            let texts: Option<Vec<&str>> =
+                items.iter().map(|i| i.get("text").and_then(Value::as_str).or_else(|| i.as_str())).collect();
+            match texts {
+                Some(texts) => Ok(json!(texts.join("\n"))),
+                None => Ok(content.clone()),
+            }
+        }
+        _ => Err(invalid(at, "must be a string or an array of content blocks")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn messages(format: Format, body: Value) -> Vec<Value> {
+        import(format, &body).unwrap().messages
+    }
+
+    #[test]
+    fn a_turn_splits_at_each_text_but_not_after_tool_calls() {
+        let mut turn = Turn::new("assistant");
+        turn.text("a");
+        turn.text("b");
+        turn.call(json!({"id": "x"}));
+        turn.text("c");
+        let got = turn.into_messages();
+        assert_eq!(
+            got,
+            [
+                json!({"role": "assistant", "content": "a"}),
+                json!({"role": "assistant", "content": "b\nc", "tool_calls": [{"id": "x"}]}),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_body_that_is_not_an_object_is_refused() {
+        let error = import(Format::OpenaiChat, &json!([])).unwrap_err();
+        assert!(error.to_string().contains("data: must be a request body"), "{error}");
+        let error = import(Format::GeminiContents, &json!({"contents": {}})).unwrap_err();
+        assert!(error.to_string().contains("data.contents: must be an array"), "{error}");
+    }
+
+    #[test]
+    fn other_members_of_the_body_are_ignored() {
+        let body = json!({"model": "m", "temperature": 0, "messages": [{"role": "user", "content": "hi"}]});
+        assert_eq!(messages(Format::OpenaiChat, body), [json!({"role": "user", "content": "hi"})]);
+    }
+}
