@@ -411,7 +411,7 @@ fn measure_search(c: &mut Client, sizes: &Sizes, report: &mut Report) {
             batches.push(json!({"session_id": format!("search{s}"), "messages": messages}).to_string());
         }
     }
-    let took = c.pipeline(batches.len(), 8, |b| ("session/add_messages".into(), batches[b].clone()));
+    let took = c.pipeline(batches.len(), 8, |b| ("session/add_messages", &batches[b]));
     report.add("search_build_messages_per_s", sizes.search as f64 / took.as_secs_f64(), "msg/s");
     let queries = [
         ("rare_word", json!({"query": "zebra"})),

@@ -79,7 +79,7 @@ pub async fn show(ops: &Ops, args: &ShowArgs) -> Result<u8, Fail> {
         return Ok(0);
     }
     let info = ops.store.get(&args.id).await?;
-    let history = ops.history(&args.id, false, 0, None, false).await?;
+    let history = ops.store.history(&args.id, 0, None).await?;
     if args.json {
         output::json(&Shown { session: &info, messages: &history.messages })?;
         return Ok(0);

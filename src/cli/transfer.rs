@@ -27,7 +27,8 @@ pub struct ExportArgs {
 
 /// Writes `session/to_dict`'s result, indented.
 pub async fn export(ops: &Ops, args: &ExportArgs) -> Result<u8, Fail> {
-    let dict = ops.to_dict(&args.id).await?;
+    // As a value, so that the messages are indented too (they come as JSON text).
+    let dict = serde_json::to_value(ops.to_dict(&args.id).await?).map_err(|e| Fail::failed(e.to_string()))?;
     match args.output.as_deref().filter(|p| *p != Path::new("-")) {
         None => output::json(&dict)?,
         Some(path) => {

@@ -1,8 +1,6 @@
 //! A whole session as one value: `to_dict`, and the import that `from_dict` makes of
 //! our own format, the generic agent library's, or a provider's request body.
 
-use std::sync::Arc;
-
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -10,15 +8,17 @@ use crate::error::{Error, Result};
 use crate::ops::{MAX_MESSAGES, Ops, check_count};
 use crate::session::export::Format;
 use crate::session::{
-    Fields, Identity, Import, Message, MessageInput, Repaired, SessionId, SessionInfo, empty_table, import, plan_import,
+    Fields, Identity, Import, MessageInput, Repaired, SessionId, SessionInfo, empty_table, import, plan_import,
 };
+use crate::store::MessageJson;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SessionDict {
     pub session_id: String,
     pub system: Option<String>,
     pub cwd: Option<String>,
-    pub messages: Vec<Arc<Message>>,
+    /// As JSON text, as `History`'s.
+    pub messages: Vec<MessageJson>,
 }
 
 /// A session to import, as given: read from `to_dict`'s output, the generic agent
@@ -86,7 +86,7 @@ pub struct Imported {
 
 impl Ops {
     pub async fn to_dict(&self, session_id: &str) -> Result<SessionDict> {
-        let page = self.store.history(session_id, 0, Some(MAX_MESSAGES + 1)).await?;
+        let page = self.store.history_json(session_id, 0, Some(MAX_MESSAGES + 1)).await?;
         check_count("the session", page.messages.len()).map_err(|_| {
             Error::TooLarge(format!(
                 "the session holds more than {MAX_MESSAGES} messages; read it with session/history pages"

@@ -1,15 +1,13 @@
 //! Appending, the history view (stored messages, the repaired trailing group, a stream's
 //! draft), and trimming by turns.
 
-use std::sync::Arc;
-
 use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::ops::provider::TrimmedToFit;
 use crate::ops::{MAX_MESSAGES, Ops, check_count};
 use crate::session::{DraftView, Identity, Message, MessageInput};
-use crate::store::Appended;
+use crate::store::{Appended, MessageJson, message_json};
 
 /// The result of an append of one message.
 #[derive(Debug, Clone, Serialize)]
@@ -22,7 +20,8 @@ pub struct Added {
 /// A page of the history view.
 #[derive(Debug, Clone, Serialize)]
 pub struct History {
-    pub messages: Vec<Arc<Message>>,
+    /// As JSON text: a store that keeps that text hands it over as is.
+    pub messages: Vec<MessageJson>,
     pub revision: u64,
     /// How many synthetic results the page holds.
     pub repaired: u64,
@@ -82,7 +81,7 @@ impl Ops {
             return Err(Error::invalid(format!("limit: must be at most {MAX_MESSAGES}")));
         }
         // Without a limit, read one past the bound, to refuse rather than build a huge reply.
-        let page = self.store.history(session_id, offset, limit.or(Some(MAX_MESSAGES + 1))).await?;
+        let page = self.store.history_json(session_id, offset, limit.or(Some(MAX_MESSAGES + 1))).await?;
         if limit.is_none() {
             let synthetic = page.tail.unanswered().count();
             check_count("the history", page.messages.len() + synthetic).map_err(|_| {
@@ -99,7 +98,7 @@ impl Ops {
             let from = offset.max(stored) - stored;
             let to = end.max(stored) - stored;
             for synthetic in page.tail.repair_view().into_iter().skip(clamp(from)).take(clamp(to - from)) {
-                messages.push(Arc::new(synthetic));
+                messages.push(message_json(&synthetic)?);
                 repaired += 1;
             }
         }

@@ -23,7 +23,7 @@ use crate::rpc::error::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE
 use crate::rpc::framing::Incoming;
 use crate::rpc::methods::{Order, Registry, Runs, Spec};
 use crate::rpc::order::{self, Sequencer, Stage, Turn};
-use crate::rpc::outgoing::{error_reply, with_id};
+use crate::rpc::outgoing::{Written, error_reply, with_id};
 use crate::rpc::peer::Peer;
 use crate::rpc::stdio::Input;
 use crate::rpc::writer::{Outbox, Reply};
@@ -340,6 +340,7 @@ impl Run {
         };
         let mut extensions = Extensions::new();
         extensions.insert(Arc::new(Call::new(cancel.clone(), release)));
+        extensions.insert(Arc::new(Written::new(max)));
         let work = match runs {
             Runs::Inline | Runs::Host => {
                 let work = AssertUnwindSafe(invoke(callback, params, max, extensions, on_queued)).catch_unwind();

@@ -23,13 +23,13 @@ const COALESCE: usize = 1 << 20;
 #[derive(Debug)]
 pub struct Reply {
     head: String,
-    body: Box<str>,
+    body: String,
     skip: usize,
     hold: Option<Hold>,
 }
 
 impl Reply {
-    pub fn spliced(head: String, body: Box<str>, skip: usize) -> Self {
+    pub fn spliced(head: String, body: String, skip: usize) -> Self {
         Reply { head, body, skip, hold: None }
     }
 
@@ -60,7 +60,7 @@ impl Reply {
 
 impl From<String> for Reply {
     fn from(json: String) -> Self {
-        Reply { head: String::new(), body: json.into_boxed_str(), skip: 0, hold: None }
+        Reply { head: String::new(), body: json, skip: 0, hold: None }
     }
 }
 

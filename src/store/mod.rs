@@ -15,7 +15,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::error::Result;
+use serde_json::value::RawValue;
+
+use crate::error::{Error, Result};
 use crate::session::search::Query;
 use crate::session::{Draft, DraftEnd, Fields, Import, ListKey, Message, Patch, Role, SessionInfo, Tail};
 
@@ -78,14 +80,30 @@ pub struct Found {
     pub text: String,
 }
 
-/// One page of a session's stored history, with what a repaired view needs.
+/// One page of a session's stored history, with what a repaired view needs. `M` is how
+/// each message is held: parsed, or as its JSON text (`Store::history_json`).
 #[derive(Debug, Clone)]
-pub struct HistoryPage {
+pub struct HistoryPage<M = Arc<Message>> {
     pub info: SessionInfo,
     /// The stored messages from `offset`, at most `limit` of them.
-    pub messages: Vec<Arc<Message>>,
+    pub messages: Vec<M>,
     /// The trailing tool-call group of the whole history.
     pub tail: Tail,
+}
+
+/// A message as the JSON text it serializes to.
+pub type MessageJson = Box<RawValue>;
+
+impl HistoryPage {
+    /// The page with each message serialized.
+    pub fn to_json(self) -> Result<HistoryPage<MessageJson>> {
+        let messages = self.messages.iter().map(|m| message_json(m)).collect::<Result<_>>()?;
+        Ok(HistoryPage { info: self.info, messages, tail: self.tail })
+    }
+}
+
+pub fn message_json(message: &Message) -> Result<MessageJson> {
+    serde_json::value::to_raw_value(message).map_err(|e| Error::Internal(e.to_string()))
 }
 
 #[async_trait]
@@ -133,6 +151,17 @@ pub trait Store: Send + Sync + 'static {
 
     /// Stored messages `offset..offset + limit` (to the end when `limit` is `None`).
     async fn history(&self, session_id: &str, offset: u64, limit: Option<u64>) -> Result<HistoryPage>;
+
+    /// `history`, each message as its JSON text: what a reply splices in. A store that
+    /// keeps that text hands it out without parsing and serializing each message again.
+    async fn history_json(
+        &self,
+        session_id: &str,
+        offset: u64,
+        limit: Option<u64>,
+    ) -> Result<HistoryPage<MessageJson>> {
+        self.history(session_id, offset, limit).await?.to_json()
+    }
 
     /// Keeps the last `max_turns` turns whole (`session::turns_cut`).
     async fn trim_turns(&self, session_id: &str, max_turns: u64, expected_revision: Option<u64>) -> Result<Removed>;

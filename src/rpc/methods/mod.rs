@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use jsonrpsee::types::Params;
+use jsonrpsee::types::{ErrorObjectOwned, Params};
 use jsonrpsee::{Extensions, Methods, RpcModule};
 use serde::Serialize;
 use serde::de::{Deserialize, DeserializeOwned, Deserializer};
@@ -25,6 +25,7 @@ use serde::de::{Deserialize, DeserializeOwned, Deserializer};
 use crate::error::{Error, Result};
 use crate::ops::{Call, Ops};
 use crate::rpc::framing::FramingCell;
+use crate::rpc::outgoing::Written;
 use crate::rpc::peer::Peer;
 use crate::rpc::watch::Subscriptions;
 use crate::session::export::Format;
@@ -169,12 +170,18 @@ impl Table {
     {
         let result = self.module.register_async_method(name, move |params: Params<'static>, ctx, ext: Extensions| {
             let call = ext.get::<Arc<Call>>().cloned().unwrap_or_default();
+            let written = ext.get::<Arc<Written>>().cloned();
             async move {
                 let parsed = parse::<P>(&params)?;
                 // The params' text is not needed once parsed: a large request holds its
                 // memory once, not twice, while it waits for the store.
                 drop(params);
-                handler(ctx, parsed, call).await
+                let result = handler(ctx, parsed, call).await?;
+                // Serialized here, once; jsonrpsee only sees `null` (`outgoing::Written`).
+                match written {
+                    Some(written) => written.put(&result).map(|()| None),
+                    None => Ok::<_, ErrorObjectOwned>(Some(result)),
+                }
             }
         });
         if let Err(e) = result {

@@ -12,6 +12,7 @@ use crate::session::{Message, Role, Tail};
 pub use crate::store::row::{Span, fork_parent};
 use crate::store::sqlite::rows::{self, MESSAGE_COLUMNS};
 use crate::store::sqlite::schema::sql;
+use crate::store::{MessageJson, message_json};
 
 pub fn new_segment(conn: &Connection, parent: Option<i64>, base: u64) -> Result<i64> {
     conn.prepare_cached("INSERT INTO segments (parent, base) VALUES (?1, ?2)")
@@ -51,6 +52,42 @@ pub fn spans(conn: &Connection, head: i64, start: u64, len: u64) -> Result<Vec<S
 /// The messages at positions `[from, to)`, oldest first, images loaded.
 pub fn read(conn: &Connection, spans: &[Span], from: u64, to: u64) -> Result<Vec<Message>> {
     let mut out = Vec::new();
+    forwards(conn, spans, from, to, |row| {
+        let mut message = rows::message(row).map_err(sql)?;
+        rows::load_images(conn, &mut message)?;
+        out.push(message);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// `read`, each message as its JSON text (`rows::message_json`); a message with images
+/// is read whole and serialized.
+pub fn read_json(conn: &Connection, spans: &[Span], from: u64, to: u64) -> Result<Vec<MessageJson>> {
+    let mut out = Vec::new();
+    forwards(conn, spans, from, to, |row| {
+        let json = match rows::message_json(row).map_err(sql)? {
+            Some(json) => json,
+            None => {
+                let mut message = rows::message(row).map_err(sql)?;
+                rows::load_images(conn, &mut message)?;
+                message_json(&message)?
+            }
+        };
+        out.push(json);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Hands each message row at positions `from..to` to `visit`, oldest first.
+fn forwards(
+    conn: &Connection,
+    spans: &[Span],
+    from: u64,
+    to: u64,
+    mut visit: impl FnMut(&rusqlite::Row) -> Result<()>,
+) -> Result<()> {
     let mut stmt = conn
         .prepare_cached(&format!(
             "SELECT {MESSAGE_COLUMNS} FROM messages WHERE segment = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq"
@@ -61,14 +98,12 @@ pub fn read(conn: &Connection, spans: &[Span], from: u64, to: u64) -> Result<Vec
         if lo >= hi {
             continue;
         }
-        let rows = stmt.query_map(params![span.segment, lo as i64, hi as i64], rows::message).map_err(sql)?;
-        for message in rows {
-            let mut message = message.map_err(sql)?;
-            rows::load_images(conn, &mut message)?;
-            out.push(message);
+        let mut rows = stmt.query(params![span.segment, lo as i64, hi as i64]).map_err(sql)?;
+        while let Some(row) = rows.next().map_err(sql)? {
+            visit(row)?;
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Walks positions newest first, handing each row to `visit` until it says stop.

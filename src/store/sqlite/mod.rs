@@ -31,7 +31,7 @@ use crate::session::{
 };
 use crate::store::feed::{ChangeKind, Feed, Watcher};
 use crate::store::row::{new_info, touched};
-use crate::store::{Appended, Compacted, Doomed, Found, HistoryPage, Removed, Rewound, Store};
+use crate::store::{Appended, Compacted, Doomed, Found, HistoryPage, MessageJson, Removed, Rewound, Store};
 use chain::Span;
 use rows::{SESSION_COLUMNS, SessionRow, require_session};
 pub use schema::Settings;
@@ -356,6 +356,24 @@ impl Store for SqliteStore {
             let from = row.start.saturating_add(offset).min(row.len);
             let to = limit.map_or(row.len, |l| from.saturating_add(l).min(row.len));
             let messages = chain::read(c, &spans, from, to)?.into_iter().map(Arc::new).collect();
+            Ok(HistoryPage { tail: chain::tail(c, &spans)?, info: row.info, messages })
+        })
+        .await
+    }
+
+    async fn history_json(
+        &self,
+        session_id: &str,
+        offset: u64,
+        limit: Option<u64>,
+    ) -> Result<HistoryPage<MessageJson>> {
+        let id = session_id.to_owned();
+        self.read(move |c| {
+            let row = require_session(c, &id)?;
+            let spans = spans_of(c, &row)?;
+            let from = row.start.saturating_add(offset).min(row.len);
+            let to = limit.map_or(row.len, |l| from.saturating_add(l).min(row.len));
+            let messages = chain::read_json(c, &spans, from, to)?;
             Ok(HistoryPage { tail: chain::tail(c, &spans)?, info: row.info, messages })
         })
         .await

@@ -2,12 +2,14 @@
 //! hash in `blobs`, counted by the message rows that name them.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::session::image::describe;
 use crate::session::{ForkPoint, Message, SessionInfo, role_name};
+use crate::store::MessageJson;
 pub use crate::store::row::{SessionRow, parse_role};
 use crate::store::sqlite::schema::sql;
 
@@ -111,6 +113,57 @@ pub fn message(row: &Row) -> rusqlite::Result<Message> {
         metadata: json_column::<Map<String, Value>>(row, 7)?,
         created_at: row.get(8)?,
     })
+}
+
+/// A message row as the JSON text `Message` serializes to (every field, in order), spliced
+/// from its columns, which hold JSON text already; `None` when the message has images,
+/// whose data is in `blobs`. The text is checked to be JSON before it is handed out, so a
+/// damaged row cannot break a reply.
+pub fn message_json(row: &Row) -> rusqlite::Result<Option<MessageJson>> {
+    use rusqlite::types::ValueRef;
+    if !matches!(row.get_ref(6)?, ValueRef::Null) {
+        return Ok(None);
+    }
+    let text = |i: usize| -> rusqlite::Result<Option<&str>> {
+        match row.get_ref(i)? {
+            ValueRef::Null => Ok(None),
+            value => value
+                .as_str()
+                .map(Some)
+                .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, value.data_type(), Box::new(e))),
+        }
+    };
+    let role = text(1)?.unwrap_or_default();
+    if parse_role(role).is_none() {
+        return Err(rusqlite::Error::FromSqlConversionFailure(1, rusqlite::types::Type::Text, role.into()));
+    }
+    let (id, content, created_at) = (text(0)?.unwrap_or_default(), text(2)?, text(8)?.unwrap_or_default());
+    let mut out = String::with_capacity(128 + id.len() + content.map_or(4, str::len));
+    let string = |out: &mut String, s: Option<&str>| match s {
+        Some(s) => out.push_str(&serde_json::to_string(s).unwrap_or_default()),
+        None => out.push_str("null"),
+    };
+    let raw = |out: &mut String, s: Option<&str>| out.push_str(s.unwrap_or("null"));
+    out.push_str(r#"{"id":"#);
+    string(&mut out, Some(id));
+    out.push_str(r#","role":"#);
+    string(&mut out, Some(role));
+    out.push_str(r#","content":"#);
+    raw(&mut out, content);
+    out.push_str(r#","name":"#);
+    string(&mut out, text(3)?);
+    out.push_str(r#","tool_call_id":"#);
+    string(&mut out, text(4)?);
+    out.push_str(r#","tool_calls":"#);
+    raw(&mut out, text(5)?);
+    out.push_str(r#","images":null,"metadata":"#);
+    raw(&mut out, text(7)?);
+    out.push_str(r#","created_at":"#);
+    string(&mut out, Some(created_at));
+    out.push('}');
+    RawValue::from_string(out)
+        .map(Some)
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, Box::new(e)))
 }
 
 /// Replaces each image hash of `message` by the image it names.
@@ -221,4 +274,61 @@ pub fn delete_messages(conn: &Connection, segment: i64, lo: u64, hi: u64) -> Res
         .and_then(|mut s| s.execute(params![segment, lo, hi]))
         .map_err(sql)?;
     super::search::delete(conn, segment, lo as u64, hi as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::Role;
+
+    fn spliced(values: [Option<&str>; 9]) -> rusqlite::Result<Option<MessageJson>> {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(&format!("CREATE TABLE messages ({MESSAGE_COLUMNS})")).unwrap();
+        conn.execute("INSERT INTO messages VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)", values).unwrap();
+        conn.query_row(&format!("SELECT {MESSAGE_COLUMNS} FROM messages"), [], message_json)
+    }
+
+    fn stored(m: &Message) -> [Option<String>; 9] {
+        [
+            m.id.clone(),
+            Some(role_name(m.role).into()),
+            Some(to_json(&m.content)),
+            m.name.clone(),
+            m.tool_call_id.clone(),
+            opt_json(&m.tool_calls),
+            None,
+            opt_json(&m.metadata),
+            Some(m.created_at.clone()),
+        ]
+    }
+
+    #[test]
+    fn a_spliced_row_is_the_text_the_message_serializes_to() {
+        let content = serde_json::json!([{"type": "text", "text": "quote \" and \\ and \u{1F600}\n"}]);
+        let mut full = Message::new(Role::Assistant, content);
+        full.name = Some("na\"me\u{7}".into());
+        full.tool_calls = Some(vec![serde_json::from_str(r#"{"id":"c1","n":1.000000000000000000001}"#).unwrap()]);
+        full.metadata = serde_json::from_str(r#"{"z":1,"a":[true,null,-0.5e-300]}"#).unwrap();
+        let mut tool = Message::new(Role::Tool, Value::Null);
+        tool.tool_call_id = Some("c1".into());
+        for m in [full, tool, Message::new(Role::User, "hi".into())] {
+            let row = stored(&m);
+            let text = spliced(row.each_ref().map(Option::as_deref)).unwrap().expect("no images");
+            assert_eq!(text.get(), serde_json::to_string(&m).unwrap());
+        }
+    }
+
+    #[test]
+    fn rows_with_images_are_not_spliced_and_damaged_rows_are_refused() {
+        let m = Message::new(Role::User, "hi".into());
+        let mut row = stored(&m);
+        row[6] = Some(r#"["abc"]"#.into());
+        assert!(spliced(row.each_ref().map(Option::as_deref)).unwrap().is_none());
+        let mut row = stored(&m);
+        row[2] = Some("{not json".into());
+        assert!(spliced(row.each_ref().map(Option::as_deref)).is_err());
+        let mut row = stored(&m);
+        row[1] = Some("wizard".into());
+        assert!(spliced(row.each_ref().map(Option::as_deref)).is_err());
+    }
 }
