@@ -153,6 +153,7 @@ pub fn open_writer(path: &Path, settings: Settings) -> Result<Connection> {
     }
     let sync = if settings.full_durability { "FULL" } else { "NORMAL" };
     conn.pragma_update(None, "synchronous", sync).map_err(|e| cannot_open(path, e))?;
+    super::search::prepare_writer(&conn).map_err(|e| cannot_open(path, e))?;
     migrate(&mut conn, path)?;
     Ok(conn)
 }

@@ -6,6 +6,14 @@
 //! (`rows::insert_message`, `rows::delete_messages`), in the same transaction, so a
 //! search sees exactly what a reader of the same snapshot sees.
 //!
+//! The writer's jobs do not write `message_words` themselves: each job runs in a
+//! savepoint of its group's transaction, and FTS5 writes its pending words out as a new
+//! index segment at every savepoint, so a group of 64 appends wrote 64 segments (18 pages
+//! per append) and group commit saved nothing. Jobs put their rows in `pending_words`, a
+//! temporary table of the writer's connection that savepoints roll back like any other,
+//! and the group moves them into `message_words` in one statement before it commits
+//! (`flush`). A job that deletes index rows deletes them from both.
+//!
 //! A hit is a message row; the sessions holding it are found through the chains: the
 //! sessions on its segment, and on the forks below it cut after its position, whose
 //! `[start, len)` covers it. So a row shared by forks is indexed once and found in each.
@@ -32,17 +40,37 @@ fn rowid(segment: i64, seq: u64) -> Result<i64> {
     Ok(segment << SEQ_BITS | seq as i64)
 }
 
-/// Indexes a message row just inserted.
+/// Makes the writer's connection's `pending_words`, in memory.
+pub fn prepare_writer(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(
+        "PRAGMA temp_store = MEMORY;
+         CREATE TEMP TABLE IF NOT EXISTS pending_words (rowid INTEGER PRIMARY KEY, words TEXT NOT NULL);",
+    )
+}
+
+/// Indexes a message row just inserted, when its transaction's group commits (`flush`).
 pub fn insert(conn: &Connection, segment: i64, seq: u64, message: &Message) -> Result<()> {
     let words = index_text(message);
     if words.is_empty() {
         return Ok(());
     }
     let rowid = rowid(segment, seq)?;
-    conn.prepare_cached("INSERT INTO message_words (rowid, words) VALUES (?1, ?2)")
+    conn.prepare_cached("INSERT INTO temp.pending_words (rowid, words) VALUES (?1, ?2)")
         .and_then(|mut s| s.execute(params![rowid, words]))
         .map(drop)
         .map_err(sql)
+}
+
+/// Moves the rows the group's jobs indexed into `message_words`; in the group's
+/// transaction, before it commits.
+pub fn flush(conn: &Connection) -> rusqlite::Result<()> {
+    let moved = conn
+        .prepare_cached("INSERT INTO message_words (rowid, words) SELECT rowid, words FROM temp.pending_words")?
+        .execute([])?;
+    if moved > 0 {
+        conn.prepare_cached("DELETE FROM temp.pending_words")?.execute([])?;
+    }
+    Ok(())
 }
 
 /// Drops the index rows of the message rows `lo <= seq < hi` of `segment`.
@@ -53,13 +81,16 @@ pub fn delete(conn: &Connection, segment: i64, lo: u64, hi: u64) -> Result<()> {
         return Ok(());
     }
     let base = segment << SEQ_BITS;
-    conn.prepare_cached("DELETE FROM message_words WHERE rowid >= ?1 AND rowid < ?2")
-        .and_then(|mut s| s.execute(params![base + lo as i64, base + hi as i64]))
-        .map(drop)
-        .map_err(sql)
+    for table in ["message_words", "temp.pending_words"] {
+        conn.prepare_cached(&format!("DELETE FROM {table} WHERE rowid >= ?1 AND rowid < ?2"))
+            .and_then(|mut s| s.execute(params![base + lo as i64, base + hi as i64]))
+            .map_err(sql)?;
+    }
+    Ok(())
 }
 
-/// Indexes every message stored before search existed (schema version 5).
+/// Indexes every message stored before search existed (schema version 5); on the
+/// writer's connection, in the migration's transaction.
 pub fn index_old_messages(conn: &Connection) -> Result<()> {
     let mut select = conn.prepare("SELECT segment, seq, content FROM messages").map_err(sql)?;
     let mut rows = select.query([]).map_err(sql)?;
@@ -70,7 +101,7 @@ pub fn index_old_messages(conn: &Connection) -> Result<()> {
         message.content = serde_json::from_str(&content).map_err(|e| Error::StorageUnavailable(e.to_string()))?;
         insert(conn, segment, seq as u64, &message)?;
     }
-    Ok(())
+    flush(conn).map_err(sql)
 }
 
 /// Every session holding each matching row, best first (FTS5's `rank`, bm25).

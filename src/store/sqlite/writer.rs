@@ -115,7 +115,7 @@ fn commit_group(conn: &Connection, group: Vec<Job>) {
     }
     let committed = match broken {
         Some(why) => Err(why),
-        None => conn.execute_batch("COMMIT").map_err(|e| e.to_string()),
+        None => super::search::flush(conn).and_then(|()| conn.execute_batch("COMMIT")).map_err(|e| e.to_string()),
     };
     if let Err(why) = &committed {
         tracing::error!(error = %why, "a write transaction failed; its requests did not take effect");
