@@ -3,10 +3,12 @@
 //! the same methods: `session/create`, `add_user`, `history`, `fork`, `trim`.
 //!
 //! ```text
-//! convo-bench [--quick] [--million] [--provider] [--search] [--images] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]
+//! convo-bench [--quick] [--million] [--million-only] [--provider] [--search] [--images] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]
 //! ```
 //!
-//! `--round-trips-only` is for the echo floor, which keeps no state; `--million`,
+//! `--round-trips-only` is for the echo floor, which keeps no state; `--million` (a
+//! session of 1,000,000 tiny messages, in a server of its own so that its peak RSS is
+//! theirs alone; `--million-only`),
 //! `--provider` (export and token counts) and `--search` (full-text search over 100,000
 //! messages; `--search-only` measures nothing else) and `--images` (`history` of a session
 //! of 1 MiB images inline and by reference; `--images-only`) use methods only convo has; `--runtime`
@@ -53,7 +55,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(split) = args.iter().position(|a| a == "--") else {
         eprintln!(
-            "usage: convo-bench [--quick] [--million] [--provider] [--search] [--images] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]"
+            "usage: convo-bench [--quick] [--million] [--million-only] [--provider] [--search] [--images] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]"
         );
         std::process::exit(2);
     };
@@ -70,6 +72,11 @@ fn main() {
     let label = value("--label").unwrap_or_else(|| cmd.join(" "));
     let mut report = Report { label, figures: serde_json::Map::new() };
 
+    if flag("--million-only") {
+        measure_million_alone(cmd, sizes, &mut report);
+        report.write(value("--json"));
+        return;
+    }
     let mut c = Client::spawn(cmd);
     if flag("--search-only") {
         measure_search(&mut c, sizes, &mut report);
@@ -101,17 +108,20 @@ fn main() {
     if flag("--images") {
         measure_images(&mut c, sizes, &mut report);
     }
-    if flag("--million") {
-        measure_million(&mut c, sizes, &mut report);
-        report.add("peak_rss_with_million_mib", c.peak_rss_kib() as f64 / 1024.0, "MiB");
-    }
     c.close();
-
-    if let Some(path) = value("--json") {
-        let line = json!({"label": report.label, "figures": report.figures}).to_string();
-        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path).expect("open --json file");
-        writeln!(file, "{line}").expect("write --json file");
+    if flag("--million") {
+        measure_million_alone(cmd, sizes, &mut report);
     }
+    report.write(value("--json"));
+}
+
+/// `measure_million` in a server of its own: its peak RSS is that of the million
+/// messages, not of everything measured before them.
+fn measure_million_alone(cmd: &[String], sizes: &Sizes, report: &mut Report) {
+    let mut c = Client::spawn(cmd);
+    measure_million(&mut c, sizes, report);
+    report.add("peak_rss_with_million_mib", c.peak_rss_kib() as f64 / 1024.0, "MiB");
+    c.close();
 }
 
 struct Report {
@@ -120,6 +130,14 @@ struct Report {
 }
 
 impl Report {
+    /// Appends the run, as one JSON object, to `path`.
+    fn write(&self, path: Option<String>) {
+        let Some(path) = path else { return };
+        let line = json!({"label": self.label, "figures": self.figures}).to_string();
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path).expect("open --json file");
+        writeln!(file, "{line}").expect("write --json file");
+    }
+
     fn add(&mut self, name: &str, value: f64, unit: &str) {
         println!("{:<28} {:<40} {:>14.3} {unit}", self.label, name, value);
         self.figures.insert(name.into(), json!(value));
