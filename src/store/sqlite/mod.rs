@@ -118,6 +118,23 @@ impl SqliteStore {
     }
 }
 
+/// Stored messages `offset..offset + limit` of a session, each read by `read`, with the
+/// tail a repaired view needs.
+fn page<M>(
+    c: &Connection,
+    session_id: &str,
+    offset: u64,
+    limit: Option<u64>,
+    read: impl FnOnce(&Connection, &[Span], u64, u64) -> Result<Vec<M>>,
+) -> Result<HistoryPage<M>> {
+    let row = require_session(c, session_id)?;
+    let spans = spans_of(c, &row)?;
+    let from = row.start.saturating_add(offset).min(row.len);
+    let to = limit.map_or(row.len, |l| from.saturating_add(l).min(row.len));
+    let messages = read(c, &spans, from, to)?;
+    Ok(HistoryPage { tail: chain::tail(c, &spans)?, info: row.info, messages })
+}
+
 fn spans_of(conn: &Connection, row: &SessionRow) -> Result<Vec<Span>> {
     chain::spans(conn, row.segment, row.start, row.len)
 }
@@ -351,12 +368,9 @@ impl Store for SqliteStore {
     async fn history(&self, session_id: &str, offset: u64, limit: Option<u64>) -> Result<HistoryPage> {
         let id = session_id.to_owned();
         self.read(move |c| {
-            let row = require_session(c, &id)?;
-            let spans = spans_of(c, &row)?;
-            let from = row.start.saturating_add(offset).min(row.len);
-            let to = limit.map_or(row.len, |l| from.saturating_add(l).min(row.len));
-            let messages = chain::read(c, &spans, from, to)?.into_iter().map(Arc::new).collect();
-            Ok(HistoryPage { tail: chain::tail(c, &spans)?, info: row.info, messages })
+            page(c, &id, offset, limit, |c, spans, from, to| {
+                Ok(chain::read(c, spans, from, to)?.into_iter().map(Arc::new).collect())
+            })
         })
         .await
     }
@@ -368,15 +382,7 @@ impl Store for SqliteStore {
         limit: Option<u64>,
     ) -> Result<HistoryPage<MessageJson>> {
         let id = session_id.to_owned();
-        self.read(move |c| {
-            let row = require_session(c, &id)?;
-            let spans = spans_of(c, &row)?;
-            let from = row.start.saturating_add(offset).min(row.len);
-            let to = limit.map_or(row.len, |l| from.saturating_add(l).min(row.len));
-            let messages = chain::read_json(c, &spans, from, to)?;
-            Ok(HistoryPage { tail: chain::tail(c, &spans)?, info: row.info, messages })
-        })
-        .await
+        self.read(move |c| page(c, &id, offset, limit, chain::read_json)).await
     }
 
     async fn trim_turns(&self, session_id: &str, max_turns: u64, expected_revision: Option<u64>) -> Result<Removed> {
