@@ -78,6 +78,7 @@ fn acknowledged_writes_survive_sigkill_postgres() {
 
 fn acknowledged_writes_survive_sigkill_on(backend: Backend) {
     let Some((path, _dir)) = Place::fresh(backend) else { return };
+    let path = named_connections(path);
     let mut setup = Server::at(&path, Framing::Ndjson, &[]);
     for n in 0..4 {
         setup.call("session/create", json!({"session_id": format!("s{n}")}));
@@ -144,6 +145,7 @@ fn acknowledged_writes_survive_sigkill_on(backend: Backend) {
         s.kill();
         writer.join().unwrap();
         unacked += sent.len();
+        settle(&path);
 
         assert_eq!(sound(&path), "ok", "round {round}");
         if let Place::File(file) = &path {
@@ -175,6 +177,34 @@ fn acknowledged_writes_survive_sigkill_on(backend: Backend) {
     assert!(acked.len() > 30, "the workload was acknowledged at all ({} writes)", acked.len());
     assert!(unacked > 30, "kills came mid-stream ({unacked} requests unanswered)");
     eprintln!("{backend:?}: {} writes acknowledged over 30 kills, {unacked} unanswered, 0 lost", acked.len());
+}
+
+/// A PostgreSQL place whose connections carry the schema's name as their
+/// `application_name`, so that `settle` can tell them from other tests' connections.
+fn named_connections(place: Place) -> Place {
+    match place {
+        Place::Postgres { url, schema } => {
+            let join = if url.contains('?') { '&' } else { '?' };
+            Place::Postgres { url: format!("{url}{join}application_name={schema}"), schema }
+        }
+        file => file,
+    }
+}
+
+/// Waits until PostgreSQL has ended every connection of a killed convo. Its backend
+/// still runs what had reached it before the kill, so a `COMMIT` in flight can land
+/// after the process is gone: a write that was never acknowledged, which may be kept
+/// or not, but must not land between the check's history reads and its search.
+fn settle(place: &Place) {
+    let Place::Postgres { url, schema } = place else { return };
+    let sql = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = '{schema}' AND pid <> pg_backend_pid()"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while crate::postgres::psql(url, &sql) != "0" {
+        assert!(Instant::now() < deadline, "the killed convo's PostgreSQL connections did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Every (session, index) `session/search` finds for `query`, all pages.
