@@ -91,6 +91,13 @@ impl Tail {
         Ok(unanswered)
     }
 
+    /// Moves past a message the rules already accepted (one `plan_append` returned), so
+    /// that a store keeping the trailing group beside its history need not read it back.
+    pub fn follow(&mut self, message: &Message) {
+        // An accepted message is a result an open call waits for, or closes the group.
+        let _ = self.advance(message);
+    }
+
     /// Appends `message` to `out` under the rules: a tool result must answer an open call
     /// of the trailing group; any other message first stores a cancelled result for each
     /// unanswered call. Returns how many cancelled results it stored.

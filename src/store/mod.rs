@@ -7,7 +7,6 @@ mod memory;
 mod postgres;
 pub mod queued;
 mod row;
-mod scan;
 mod sqlite;
 
 use std::path::PathBuf;
@@ -91,8 +90,9 @@ pub struct HistoryPage<M = Arc<Message>> {
     pub tail: Tail,
 }
 
-/// A message as the JSON text it serializes to.
-pub type MessageJson = Box<RawValue>;
+/// A message as the JSON text it serializes to, shared: a store that keeps the text hands
+/// out the same allocation to every reply.
+pub type MessageJson = Arc<RawValue>;
 
 impl HistoryPage {
     /// The page with each message serialized.
@@ -103,7 +103,7 @@ impl HistoryPage {
 }
 
 pub fn message_json(message: &Message) -> Result<MessageJson> {
-    serde_json::value::to_raw_value(message).map_err(|e| Error::Internal(e.to_string()))
+    serde_json::value::to_raw_value(message).map(Arc::from).map_err(|e| Error::Internal(e.to_string()))
 }
 
 #[async_trait]

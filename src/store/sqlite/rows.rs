@@ -162,7 +162,7 @@ pub fn message_json(row: &Row) -> rusqlite::Result<Option<MessageJson>> {
     string(&mut out, Some(created_at));
     out.push('}');
     RawValue::from_string(out)
-        .map(Some)
+        .map(|json| Some(json.into()))
         .map_err(|e| rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, Box::new(e)))
 }
 

@@ -1,24 +1,30 @@
 //! The in-memory backend (`--store memory`): for throw-away sessions and tests.
 //!
-//! Histories are persistent vectors (`imbl`), so a fork shares its parent's messages and
-//! costs the same whatever their number. Each mutation checks everything (revision,
+//! Histories are persistent vectors (`imbl`) of each message's JSON text (`history`), so a
+//! fork shares its parent's messages and costs the same whatever their number, and a reply
+//! splices the texts without serializing anything again. Each mutation checks everything (revision,
 //! conversation rules) before it changes anything, so a refused request leaves the entry
 //! as it was.
 
 use std::collections::HashMap;
+mod history;
+mod scan;
+
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use async_trait::async_trait;
+use serde_json::value::RawValue;
 
 use crate::error::{Error, Result, quote};
 use crate::session::image;
 use crate::session::search::Query;
 use crate::session::{
-    Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, Tail, check_revision,
+    Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, check_revision,
     compaction_message, new_session_id, now, plan_append, rewind_keeps, turns_cut,
 };
 use crate::store::feed::{Change, ChangeKind, Feed, Watcher};
-use crate::store::{Appended, Compacted, Doomed, Found, HistoryPage, Removed, Rewound, Store};
+use crate::store::{Appended, Compacted, Doomed, Found, HistoryPage, MessageJson, Removed, Rewound, Store};
+use history::{History, Kept};
 
 #[derive(Default)]
 pub struct MemoryStore {
@@ -33,8 +39,8 @@ pub struct MemoryStore {
     images: Mutex<HashMap<String, Vec<Holder>>>,
 }
 
-/// A message holding an image, and the image's index among its images.
-type Holder = (Weak<Message>, usize);
+/// A stored message's text holding an image, and the image's index among its images.
+type Holder = (Weak<RawValue>, usize);
 
 #[derive(Clone)]
 struct Entry {
@@ -44,67 +50,6 @@ struct Entry {
     updated_at: String,
     forked_from: Option<ForkPoint>,
     history: History,
-}
-
-/// A session's messages, and where each message id stands, counted from the first
-/// message the session ever had (so dropping old messages moves no index).
-#[derive(Clone, Default)]
-struct History {
-    messages: imbl::Vector<Arc<Message>>,
-    first: u64,
-    positions: imbl::HashMap<String, u64>,
-}
-
-impl History {
-    fn push(&mut self, message: Message) -> Arc<Message> {
-        if let Some(id) = &message.id {
-            self.positions.insert(id.clone(), self.first + self.messages.len() as u64);
-        }
-        let message = Arc::new(message);
-        self.messages.push_back(message.clone());
-        message
-    }
-
-    /// The index of message `id`. A fork shares its parent's map, so an entry is
-    /// trusted only when the message at that index has that id.
-    fn index_of(&self, id: &str) -> Option<usize> {
-        let at = usize::try_from(self.positions.get(id)?.checked_sub(self.first)?).ok()?;
-        (self.messages.get(at)?.id.as_deref() == Some(id)).then_some(at)
-    }
-
-    fn push_shared(&mut self, message: Arc<Message>) {
-        if let Some(id) = &message.id {
-            self.positions.insert(id.clone(), self.first + self.messages.len() as u64);
-        }
-        self.messages.push_back(message);
-    }
-
-    fn keep_oldest(&mut self, n: usize) {
-        for message in self.messages.iter().skip(n) {
-            if let Some(id) = &message.id {
-                self.positions.remove(id);
-            }
-        }
-        self.messages.truncate(n);
-    }
-
-    fn drop_oldest(&mut self, n: usize) {
-        for message in self.messages.iter().take(n) {
-            if let Some(id) = &message.id {
-                self.positions.remove(id);
-            }
-        }
-        self.messages = self.messages.skip(n);
-        self.first += n as u64;
-    }
-
-    fn newest_first(&self) -> impl Iterator<Item = &Message> {
-        self.messages.iter().rev().map(|m| &**m)
-    }
-
-    fn tail(&self) -> Tail {
-        Tail::from_newest_first(self.newest_first())
-    }
 }
 
 impl Entry {
@@ -120,7 +65,7 @@ impl Entry {
             cwd: self.fields.cwd.clone(),
             title: self.fields.title.clone(),
             metadata: self.fields.metadata.clone(),
-            message_count: self.history.messages.len() as u64,
+            message_count: self.history.len() as u64,
             revision: self.revision,
             created_at: self.created_at.clone(),
             updated_at: self.updated_at.clone(),
@@ -164,9 +109,32 @@ impl MemoryStore {
         Ok((out, entry.revision))
     }
 
+    /// Gives a session a new history, after storing `archived` (the old one, as a new
+    /// session) when given; returns the archive's id and the session's new revision.
+    fn replace_history(
+        &self,
+        sessions: &mut Sessions,
+        session_id: &str,
+        history: History,
+        archived: Option<Entry>,
+        kind: ChangeKind,
+    ) -> Result<(Option<String>, u64)> {
+        let archived_session_id = archived.map(|archived| {
+            let id = new_session_id();
+            self.publish(&id, &archived, ChangeKind::Created);
+            sessions.insert(id.clone(), archived);
+            id
+        });
+        let entry = sessions.get_mut(session_id).ok_or_else(|| not_found(session_id))?;
+        entry.history = history;
+        entry.touch();
+        self.publish(session_id, entry, kind);
+        Ok((archived_session_id, entry.revision))
+    }
+
     /// Tells watchers of a committed change; called with `sessions` locked.
     fn publish(&self, session_id: &str, entry: &Entry, kind: ChangeKind) {
-        let message_count = entry.history.messages.len() as u64;
+        let message_count = entry.history.len() as u64;
         self.feed.publish(Change { session_id: session_id.to_owned(), revision: entry.revision, kind, message_count });
     }
 
@@ -188,24 +156,43 @@ impl MemoryStore {
         let message_ids: Vec<String> = messages.iter().filter_map(|m| m.id.clone()).collect();
         let entry = sessions.get_mut(session_id).ok_or_else(|| not_found(session_id))?;
         check_revision(expected_revision, entry.revision)?;
-        let planned = plan_append(entry.history.tail(), messages)?;
+        let planned = plan_append(entry.history.tail().clone(), messages)?;
         if !planned.is_empty() {
-            planned.into_iter().for_each(|m| self.index_images(&entry.history.push(m)));
+            let kept = entry.history.extend(&planned)?;
+            self.index_images(&planned, &kept);
             entry.touch();
             self.publish(session_id, entry, ChangeKind::Appended);
         }
-        let index = entry.history.messages.len().saturating_sub(1) as u64;
+        let index = entry.history.len().saturating_sub(1) as u64;
         Ok(Appended { message_ids, index, revision: entry.revision })
     }
 
-    fn index_images(&self, message: &Arc<Message>) {
-        let Some(images) = &message.images else { return };
+    /// Indexes the images of `messages`, kept as `kept`.
+    fn index_images(&self, messages: &[Message], kept: &[Kept]) {
         let mut index = self.images.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        for (i, data) in images.iter().enumerate() {
-            let holders = index.entry(image::describe(data).reference).or_default();
-            holders.retain(|(m, _)| m.strong_count() > 0);
-            holders.push((Arc::downgrade(message), i));
+        for (message, kept) in messages.iter().zip(kept) {
+            for (i, data) in message.images.iter().flatten().enumerate() {
+                let holders = index.entry(image::describe(data).reference).or_default();
+                holders.retain(|(m, _)| m.strong_count() > 0);
+                holders.push((Arc::downgrade(&kept.json), i));
+            }
         }
+    }
+
+    /// Messages `offset..offset + limit` of a session, as `take` gives them.
+    fn page<M>(
+        &self,
+        session_id: &str,
+        offset: u64,
+        limit: Option<u64>,
+        take: impl FnOnce(&History, usize, usize) -> Result<Vec<M>>,
+    ) -> Result<HistoryPage<M>> {
+        self.read(session_id, |e| {
+            let start = usize::try_from(offset).unwrap_or(usize::MAX);
+            let count = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+            let messages = take(&e.history, start, start.saturating_add(count))?;
+            Ok(HistoryPage { info: e.info(session_id), messages, tail: e.history.tail().clone() })
+        })?
     }
 
     fn read<T>(&self, session_id: &str, f: impl FnOnce(&Entry) -> T) -> Result<T> {
@@ -277,7 +264,7 @@ impl Store for MemoryStore {
         let mut sessions = self.lock();
         let entry = sessions.get(session_id).ok_or_else(|| not_found(session_id))?;
         check_revision(expected_revision, entry.revision)?;
-        let (revision, message_count) = (entry.revision, entry.history.messages.len() as u64);
+        let (revision, message_count) = (entry.revision, entry.history.len() as u64);
         sessions.remove(session_id);
         let session_id = session_id.to_owned();
         self.feed.publish(Change { session_id, revision, kind: ChangeKind::Deleted, message_count });
@@ -295,7 +282,7 @@ impl Store for MemoryStore {
         let mut deleted = 0;
         for session_id in ids {
             let Some(entry) = sessions.remove(&session_id) else { continue };
-            let (revision, message_count) = (entry.revision, entry.history.messages.len() as u64);
+            let (revision, message_count) = (entry.revision, entry.history.len() as u64);
             self.feed.publish(Change { session_id, revision, kind: ChangeKind::Deleted, message_count });
             deleted += 1;
         }
@@ -312,24 +299,22 @@ impl Store for MemoryStore {
     }
 
     async fn history(&self, session_id: &str, offset: u64, limit: Option<u64>) -> Result<HistoryPage> {
-        self.read(session_id, |e| {
-            let messages = &e.history.messages;
-            let start = usize::try_from(offset).unwrap_or(usize::MAX).min(messages.len());
-            let take = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
-            let end = start.saturating_add(take).min(messages.len());
-            HistoryPage {
-                info: e.info(session_id),
-                // A focus narrowed to the page: no walk over the messages before it.
-                messages: messages.focus().narrow(start..end).into_iter().cloned().collect(),
-                tail: e.history.tail(),
-            }
-        })
+        self.page(session_id, offset, limit, History::parsed)
+    }
+
+    async fn history_json(
+        &self,
+        session_id: &str,
+        offset: u64,
+        limit: Option<u64>,
+    ) -> Result<HistoryPage<MessageJson>> {
+        self.page(session_id, offset, limit, |h, start, end| Ok(h.json(start, end)))
     }
 
     async fn trim_turns(&self, session_id: &str, max_turns: u64, expected_revision: Option<u64>) -> Result<Removed> {
         let (removed, revision) = self.mutate(session_id, expected_revision, ChangeKind::Trimmed, |e| {
-            let cut = turns_cut(e.history.messages.len(), e.history.newest_first().map(|m| m.role), max_turns);
-            e.history.drop_oldest(cut);
+            let cut = turns_cut(e.history.len(), e.history.roles_newest_first(), max_turns);
+            e.history.drop_oldest(cut)?;
             Ok((cut > 0, cut as u64))
         })?;
         Ok(Removed { removed, revision })
@@ -337,7 +322,7 @@ impl Store for MemoryStore {
 
     async fn clear(&self, session_id: &str, expected_revision: Option<u64>) -> Result<Removed> {
         let (removed, revision) = self.mutate(session_id, expected_revision, ChangeKind::Cleared, |e| {
-            let removed = e.history.messages.len();
+            let removed = e.history.len();
             e.history = History::default();
             Ok((removed > 0, removed as u64))
         })?;
@@ -356,29 +341,18 @@ impl Store for MemoryStore {
         check_revision(expected_revision, entry.revision)?;
         let history = &entry.history;
         let at = history.index_of(to_message_id).ok_or_else(|| Error::MessageNotFound(to_message_id.to_owned()))?;
-        let keep = at + 1 + rewind_keeps(history.messages.iter().skip(at + 1).map(|m| m.role));
-        let removed = (history.messages.len() - keep) as u64;
+        let keep = at + 1 + rewind_keeps(history.messages.iter().skip(at + 1).map(|k| k.role));
+        let removed = (history.len() - keep) as u64;
         if removed == 0 {
             return Ok(Rewound { removed, revision: entry.revision, archived_session_id: None });
         }
-        let archived = archive.then(|| {
-            let forked_from = ForkPoint {
-                session_id: session_id.to_owned(),
-                message_id: history.messages.last().and_then(|m| m.id.clone()),
-            };
-            Entry::new(entry.fields.clone(), history.clone(), Some(forked_from))
-        });
-        let archived_session_id = archived.map(|archived| {
-            let id = new_session_id();
-            self.publish(&id, &archived, ChangeKind::Created);
-            sessions.insert(id.clone(), archived);
-            id
-        });
-        let entry = sessions.get_mut(session_id).ok_or_else(|| not_found(session_id))?;
-        entry.history.keep_oldest(keep);
-        entry.touch();
-        self.publish(session_id, entry, ChangeKind::Rewound);
-        Ok(Rewound { removed, revision: entry.revision, archived_session_id })
+        let mut rewound = history.clone();
+        rewound.keep_oldest(keep)?;
+        let forked_from = ForkPoint { session_id: session_id.to_owned(), message_id: history.last_id()? };
+        let archived = archive.then(|| Entry::new(entry.fields.clone(), history.clone(), Some(forked_from)));
+        let (archived_session_id, revision) =
+            self.replace_history(&mut sessions, session_id, rewound, archived, ChangeKind::Rewound)?;
+        Ok(Rewound { removed, revision, archived_session_id })
     }
 
     async fn compact(
@@ -392,34 +366,21 @@ impl Store for MemoryStore {
         let mut sessions = self.lock();
         let entry = sessions.get(session_id).ok_or_else(|| not_found(session_id))?;
         check_revision(expected_revision, entry.revision)?;
-        let messages = &entry.history.messages;
-        let cut = turns_cut(messages.len(), entry.history.newest_first().map(|m| m.role), keep_turns);
+        let old = &entry.history;
+        let cut = turns_cut(old.len(), old.roles_newest_first(), keep_turns);
         if cut == 0 {
             let revision = entry.revision;
             return Ok(Compacted { removed: 0, revision, summary_message_id: None, archived_session_id: None });
         }
-        let id_at = |i: usize| messages.get(i).and_then(|m| m.id.clone());
-        let summary = compaction_message(summary, cut as u64, id_at(0), id_at(cut - 1));
+        let summary = compaction_message(summary, cut as u64, old.id_at(0)?, old.id_at(cut - 1)?);
         let summary_message_id = summary.id.clone();
-        let mut history = History::default();
-        self.index_images(&history.push(summary));
-        messages.iter().skip(cut).for_each(|m| history.push_shared(m.clone()));
-        let archived = archive.then(|| {
-            let last = messages.last().and_then(|m| m.id.clone());
-            let forked_from = ForkPoint { session_id: session_id.to_owned(), message_id: last };
-            Entry::new(entry.fields.clone(), entry.history.clone(), Some(forked_from))
-        });
-        let archived_session_id = archived.map(|archived| {
-            let id = new_session_id();
-            self.publish(&id, &archived, ChangeKind::Created);
-            sessions.insert(id.clone(), archived);
-            id
-        });
-        let entry = sessions.get_mut(session_id).ok_or_else(|| not_found(session_id))?;
-        entry.history = history;
-        entry.touch();
-        self.publish(session_id, entry, ChangeKind::Compacted);
-        Ok(Compacted { removed: cut as u64, revision: entry.revision, summary_message_id, archived_session_id })
+        let (mut history, _) = History::of(&[summary])?;
+        history.extend_kept(old.messages.skip(cut))?;
+        let forked_from = ForkPoint { session_id: session_id.to_owned(), message_id: old.last_id()? };
+        let archived = archive.then(|| Entry::new(entry.fields.clone(), old.clone(), Some(forked_from)));
+        let (archived_session_id, revision) =
+            self.replace_history(&mut sessions, session_id, history, archived, ChangeKind::Compacted)?;
+        Ok(Compacted { removed: cut as u64, revision, summary_message_id, archived_session_id })
     }
 
     async fn fork(
@@ -433,12 +394,9 @@ impl Store for MemoryStore {
         let mut history = parent.history.clone();
         if let Some(at) = at_message_id {
             let index = history.index_of(&at).ok_or(Error::MessageNotFound(at))?;
-            history.messages.truncate(index + 1);
+            history.keep_oldest(index + 1)?;
         }
-        let forked_from = ForkPoint {
-            session_id: session_id.to_owned(),
-            message_id: history.messages.last().and_then(|m| m.id.clone()),
-        };
+        let forked_from = ForkPoint { session_id: session_id.to_owned(), message_id: history.last_id()? };
         let entry = Entry::new(parent.fields.clone(), history, Some(forked_from));
         let id = free_id(&sessions, new_session_id)?;
         let info = entry.info(&id);
@@ -448,8 +406,7 @@ impl Store for MemoryStore {
     }
 
     async fn import(&self, import: Import, replace: bool, expected_revision: Option<u64>) -> Result<SessionInfo> {
-        let mut history = History::default();
-        import.messages.into_iter().for_each(|m| self.index_images(&history.push(m)));
+        let (history, kept) = History::of(&import.messages)?;
         let mut entry = Entry::new(import.fields, history, None);
         let mut sessions = self.lock();
         let id = match import.session_id {
@@ -467,6 +424,7 @@ impl Store for MemoryStore {
             }
             other => free_id(&sessions, other)?,
         };
+        self.index_images(&import.messages, &kept);
         let info = entry.info(&id);
         self.publish(&id, &entry, ChangeKind::Imported);
         sessions.insert(id, entry);
@@ -476,7 +434,16 @@ impl Store for MemoryStore {
     async fn image(&self, reference: &str) -> Result<Option<String>> {
         let index = self.images.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut holders = index.get(reference).into_iter().flatten();
-        Ok(holders.find_map(|(message, i)| message.upgrade()?.images.as_ref()?.get(*i).cloned()))
+        // What reading an image parses of the message holding it.
+        #[derive(serde::Deserialize)]
+        struct Images {
+            images: Option<Vec<String>>,
+        }
+        let image = |json: &RawValue, i: usize| -> Option<String> {
+            let mut images = serde_json::from_str::<Images>(json.get()).ok()?.images?;
+            (i < images.len()).then(|| images.swap_remove(i))
+        };
+        Ok(holders.find_map(|(json, i)| image(&json.upgrade()?, *i)))
     }
 
     async fn search(&self, query: &Query, session_id: Option<&str>, offset: u64, limit: u64) -> Result<Vec<Found>> {
@@ -491,7 +458,7 @@ impl Store for MemoryStore {
                 None => sessions.iter().map(|(id, e)| (id.clone(), e.history.messages.clone())).collect(),
             }
         };
-        Ok(super::scan::scan(histories, query, offset, limit))
+        scan::scan(histories, query, offset, limit)
     }
 
     async fn flush(&self) -> Result<()> {
@@ -549,18 +516,26 @@ impl Store for MemoryStore {
         Ok(self.drafts().values().filter(|d| d.refreshed_at < before).map(|d| d.stream_id.clone()).collect())
     }
 
-    /// Each message is found where its id says (what fork and `at_message_id` rely on),
-    /// and no session was updated before it was created.
+    /// Each message reads back as it was kept, with an id no other message of its session
+    /// has (what fork and `at_message_id` rely on), and no session was updated before it
+    /// was created.
     async fn check(&self) -> Result<Vec<String>> {
         let sessions = self.lock();
         let mut found = Vec::new();
         for (id, entry) in sessions.iter() {
             let id = quote(id);
-            for (i, message) in entry.history.messages.iter().enumerate() {
-                if let Some(mid) = &message.id
-                    && entry.history.index_of(mid) != Some(i)
-                {
-                    found.push(format!("session {id}: message {i} is not where its id {} says", quote(mid)));
+            let mut ids = std::collections::HashSet::new();
+            for (i, kept) in entry.history.messages.iter().enumerate() {
+                match kept.message() {
+                    Err(e) => found.push(format!("session {id}: message {i}: {e}")),
+                    Ok(message) if message.role != kept.role => {
+                        found.push(format!("session {id}: message {i} is not kept with its role"));
+                    }
+                    Ok(Message { id: None, .. }) => found.push(format!("session {id}: message {i} has no id")),
+                    Ok(Message { id: Some(mid), .. }) if !ids.insert(mid.clone()) => {
+                        found.push(format!("session {id}: message {i}: the id {} appears twice", quote(&mid)));
+                    }
+                    Ok(_) => {}
                 }
             }
             if entry.updated_at < entry.created_at {

@@ -1,0 +1,230 @@
+//! A session's messages as the memory store keeps them: each message's JSON text,
+//! serialized once when it is stored and shared by every fork and every reply, with its
+//! role beside it; and the trailing tool-call group, so that an append reads nothing back.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::session::{Message, Role, Tail};
+use crate::store::{MessageJson, message_json};
+
+/// One stored message.
+#[derive(Clone)]
+pub struct Kept {
+    pub json: MessageJson,
+    pub role: Role,
+}
+
+impl Kept {
+    /// The message, parsed back from its text.
+    pub fn message(&self) -> Result<Message> {
+        serde_json::from_str(self.json.get()).map_err(|e| unreadable(&e))
+    }
+}
+
+/// The error for a stored text that does not read back: a bug, never the client's input.
+pub fn unreadable(e: &serde_json::Error) -> Error {
+    Error::Internal(format!("a stored message does not read back: {e}"))
+}
+
+#[derive(Clone, Default)]
+pub struct History {
+    pub messages: imbl::Vector<Kept>,
+    tail: Tail,
+}
+
+impl History {
+    /// A history of `messages`, which the rules already accepted in this order.
+    pub fn of(messages: &[Message]) -> Result<(History, Vec<Kept>)> {
+        let mut history = History::default();
+        let kept = history.extend(messages)?;
+        Ok((history, kept))
+    }
+
+    /// Appends messages the rules accepted after this history; returns them as kept.
+    /// Each is serialized before anything changes, so an error leaves the history as it was.
+    pub fn extend(&mut self, messages: &[Message]) -> Result<Vec<Kept>> {
+        let kept =
+            messages.iter().map(|m| Ok(Kept { json: message_json(m)?, role: m.role })).collect::<Result<Vec<_>>>()?;
+        for (message, kept) in messages.iter().zip(&kept) {
+            self.tail.follow(message);
+            self.messages.push_back(kept.clone());
+        }
+        Ok(kept)
+    }
+
+    /// Appends messages another history keeps (a compaction's kept turns) and reads the
+    /// trailing group again.
+    pub fn extend_kept(&mut self, kept: impl IntoIterator<Item = Kept>) -> Result<()> {
+        self.messages.extend(kept);
+        self.tail = read_tail(&self.messages)?;
+        Ok(())
+    }
+
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    pub fn tail(&self) -> &Tail {
+        &self.tail
+    }
+
+    pub fn roles_newest_first(&self) -> impl Iterator<Item = Role> + '_ {
+        self.messages.iter().rev().map(|k| k.role)
+    }
+
+    /// The index of message `id`, found by the start of each text, newest first: every
+    /// stored text begins with its id (`Message` serializes `id` first).
+    pub fn index_of(&self, id: &str) -> Option<usize> {
+        let quoted = serde_json::to_string(id).ok()?;
+        let prefix = format!(r#"{{"id":{quoted},"#);
+        self.messages.iter().rev().position(|k| k.json.get().starts_with(&prefix)).map(|back| self.len() - 1 - back)
+    }
+
+    /// The id of the message at `index`.
+    pub fn id_at(&self, index: usize) -> Result<Option<String>> {
+        match self.messages.get(index) {
+            None => Ok(None),
+            Some(kept) => {
+                #[derive(serde::Deserialize)]
+                struct Id {
+                    id: Option<String>,
+                }
+                let id: Id = serde_json::from_str(kept.json.get()).map_err(|e| unreadable(&e))?;
+                Ok(id.id)
+            }
+        }
+    }
+
+    pub fn last_id(&self) -> Result<Option<String>> {
+        self.len().checked_sub(1).map_or(Ok(None), |last| self.id_at(last))
+    }
+
+    /// Keeps the oldest `n` messages (a rewind, or a fork at a message).
+    pub fn keep_oldest(&mut self, n: usize) -> Result<()> {
+        let mut messages = self.messages.clone();
+        messages.truncate(n);
+        self.tail = read_tail(&messages)?;
+        self.messages = messages;
+        Ok(())
+    }
+
+    /// Drops the oldest `n` messages (a trim).
+    pub fn drop_oldest(&mut self, n: usize) -> Result<()> {
+        let messages = self.messages.skip(n.min(self.len()));
+        self.tail = read_tail(&messages)?;
+        self.messages = messages;
+        Ok(())
+    }
+
+    /// Messages `start..end` (clamped) as their texts.
+    pub fn json(&self, start: usize, end: usize) -> Vec<MessageJson> {
+        let (start, end) = self.clamp(start, end);
+        // A focus narrowed to the page: no walk over the messages before it.
+        self.messages.focus().narrow(start..end).into_iter().map(|k| k.json.clone()).collect()
+    }
+
+    /// Messages `start..end` (clamped), parsed.
+    pub fn parsed(&self, start: usize, end: usize) -> Result<Vec<Arc<Message>>> {
+        let (start, end) = self.clamp(start, end);
+        self.messages.focus().narrow(start..end).into_iter().map(|k| k.message().map(Arc::new)).collect()
+    }
+
+    fn clamp(&self, start: usize, end: usize) -> (usize, usize) {
+        let end = end.min(self.len());
+        (start.min(end), end)
+    }
+}
+
+/// The trailing group of `messages`: the tool results at the end and the call that opened
+/// them, the only messages read back.
+fn read_tail(messages: &imbl::Vector<Kept>) -> Result<Tail> {
+    let mut newest_first = Vec::new();
+    for kept in messages.iter().rev() {
+        let last = kept.role != Role::Tool;
+        newest_first.push(kept.message()?);
+        if last {
+            break;
+        }
+    }
+    Ok(Tail::from_newest_first(&newest_first))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn message(role: Role, id: &str) -> Message {
+        Message { id: Some(id.into()), ..Message::new(role, json!("text")) }
+    }
+
+    fn calls(id: &str, calls: &[&str]) -> Message {
+        let mut m = message(Role::Assistant, id);
+        m.tool_calls = Some(calls.iter().map(|c| json!({"id": c, "name": "f", "arguments": {}})).collect());
+        m
+    }
+
+    fn result(id: &str, call: &str) -> Message {
+        Message { tool_call_id: Some(call.into()), ..message(Role::Tool, id) }
+    }
+
+    fn unanswered(history: &History) -> Vec<&str> {
+        history.tail().unanswered().collect()
+    }
+
+    #[test]
+    fn a_kept_message_reads_back_exactly() {
+        let mut m = calls("m1", &["c1"]);
+        m.content = json!([{"type": "text", "text": "a \"quoted\"\nline é"}, {"type": "x", "n": 1.50}]);
+        m.name = Some("n".into());
+        m.metadata = Some(json!({"z": 1, "a": [-0.0, null]}).as_object().unwrap().clone());
+        let (history, kept) = History::of(&[m.clone()]).unwrap();
+        assert_eq!(kept[0].message().unwrap(), m);
+        assert_eq!(history.parsed(0, 1).unwrap()[0].as_ref(), &m);
+        assert_eq!(history.json(0, 1)[0].get(), serde_json::to_string(&m).unwrap());
+        assert_eq!(kept[0].role, Role::Assistant);
+    }
+
+    #[test]
+    fn ids_are_found_by_their_quoted_text() {
+        let ids = ["a", "a\"b", "a\\", "é", "a,"];
+        let (history, _) = History::of(&ids.iter().map(|id| message(Role::User, id)).collect::<Vec<_>>()).unwrap();
+        for (i, id) in ids.iter().enumerate() {
+            assert_eq!(history.index_of(id), Some(i), "{id}");
+            assert_eq!(history.id_at(i).unwrap().as_deref(), Some(*id));
+        }
+        assert_eq!(history.index_of("b"), None);
+        assert_eq!(history.index_of("a\"b\""), None);
+        assert_eq!(history.last_id().unwrap().as_deref(), Some("a,"));
+        assert_eq!(History::default().last_id().unwrap(), None);
+    }
+
+    #[test]
+    fn the_trailing_group_follows_appends_and_cuts() {
+        let (mut history, _) = History::of(&[message(Role::User, "u1"), calls("a1", &["c1", "c2"])]).unwrap();
+        assert_eq!(unanswered(&history), ["c1", "c2"]);
+        history.extend(&[result("t1", "c1")]).unwrap();
+        assert_eq!(unanswered(&history), ["c2"]);
+        history.keep_oldest(2).unwrap();
+        assert_eq!(unanswered(&history), ["c1", "c2"]);
+        history.extend(&[result("t1", "c1"), result("t2", "c2"), message(Role::User, "u2")]).unwrap();
+        assert!(unanswered(&history).is_empty());
+        history.keep_oldest(4).unwrap();
+        assert!(unanswered(&history).is_empty());
+        assert!(history.tail().check_result("c2").is_err(), "c2 is answered");
+        assert!(history.tail().check_result("c1").is_err(), "c1 is answered");
+        history.keep_oldest(3).unwrap();
+        assert_eq!(unanswered(&history), ["c2"]);
+        history.drop_oldest(1).unwrap();
+        assert_eq!(unanswered(&history), ["c2"]);
+        assert_eq!(history.index_of("a1"), Some(0));
+        history.drop_oldest(9).unwrap();
+        assert_eq!(history.len(), 0);
+        assert!(unanswered(&history).is_empty());
+        let (mut compacted, _) = History::of(&[message(Role::User, "s")]).unwrap();
+        let (old, _) = History::of(&[message(Role::User, "u"), calls("a", &["c"])]).unwrap();
+        compacted.extend_kept(old.messages.skip(1)).unwrap();
+        assert_eq!(unanswered(&compacted), ["c"]);
+    }
+}

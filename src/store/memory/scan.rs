@@ -1,0 +1,79 @@
+//! Search by scanning (the memory store's `session/search`): every message of every
+//! history given is matched against the query with `session::search`'s own words, the
+//! same words the database stores index. A message shared by forks is matched once and
+//! found in each history holding it.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::history::{Kept, unreadable};
+use crate::error::Result;
+use crate::session::search::{Query, content_text, indexed_words, message_text};
+use crate::store::Found;
+
+/// What matching reads of a message that may match.
+#[derive(serde::Deserialize)]
+struct Searched {
+    content: Value,
+}
+
+/// The hits `offset..offset + limit` among `histories` (session id, messages): most
+/// term occurrences first, then by session id and index.
+pub fn scan(
+    histories: Vec<(String, imbl::Vector<Kept>)>,
+    query: &Query,
+    offset: u64,
+    limit: u64,
+) -> Result<Vec<Found>> {
+    let mut scores: HashMap<*const u8, Option<u64>> = HashMap::new();
+    let mut hits: Vec<(u64, &str, usize, &Kept)> = Vec::new();
+    for (session_id, messages) in &histories {
+        for (index, kept) in messages.iter().enumerate() {
+            let score = match scores.get(&kept.json.get().as_ptr()) {
+                Some(score) => *score,
+                None => {
+                    let score = score(query, kept)?;
+                    scores.insert(kept.json.get().as_ptr(), score);
+                    score
+                }
+            };
+            if let Some(score) = score {
+                hits.push((score, session_id, index, kept));
+            }
+        }
+    }
+    hits.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)).then_with(|| a.2.cmp(&b.2)));
+    let skip = usize::try_from(offset).unwrap_or(usize::MAX);
+    let take = usize::try_from(limit).unwrap_or(usize::MAX);
+    hits.into_iter()
+        .skip(skip)
+        .take(take)
+        .map(|(_, session_id, index, kept)| {
+            let message = kept.message()?;
+            Ok(Found {
+                session_id: session_id.to_owned(),
+                index: index as u64,
+                message_id: message.id.clone().unwrap_or_default(),
+                role: message.role,
+                text: message_text(&message),
+            })
+        })
+        .collect()
+}
+
+/// How well one message matches. Its text is tried whole first: query words are letters
+/// and digits, which JSON text never escapes, so a message whose text lacks them cannot
+/// match and is not parsed.
+fn score(query: &Query, kept: &Kept) -> Result<Option<u64>> {
+    if !query.may_match(kept.json.get()) {
+        return Ok(None);
+    }
+    let searched: Searched = serde_json::from_str(kept.json.get()).map_err(|e| unreadable(&e))?;
+    let text = content_text(&searched.content);
+    if !query.may_match(&text) {
+        return Ok(None);
+    }
+    let words: Vec<String> = indexed_words(&text).map(|w| w.text).collect();
+    Ok(query.score(&words))
+}
