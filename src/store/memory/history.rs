@@ -4,6 +4,9 @@
 
 use std::sync::Arc;
 
+use serde_json::Value;
+use serde_json::value::RawValue;
+
 use crate::error::{Error, Result};
 use crate::session::{Message, Role, Tail};
 use crate::store::{MessageJson, message_json};
@@ -11,11 +14,62 @@ use crate::store::{MessageJson, message_json};
 /// One stored message.
 #[derive(Clone)]
 pub struct Kept {
+    /// Its JSON text; without `NULLS` when `short`. Either form parses as the message.
     pub json: MessageJson,
     pub role: Role,
+    short: bool,
+}
+
+/// The members of a message with no name, tool call id, tool calls, images or metadata,
+/// all `null`: two fifths of a tiny message's text. A short message (such a message whose
+/// content is a string of at most `SHORT_CONTENT` bytes) is kept without them; they are
+/// put back when its text is handed out, which costs a copy and a check of the text, so
+/// longer messages, for which the members weigh little, are kept whole.
+const NULLS: &str = r#","name":null,"tool_call_id":null,"tool_calls":null,"images":null,"metadata":null"#;
+const SHORT_CONTENT: usize = 256;
+
+/// A message kept short: the members `Message` serializes around `NULLS`, in its order.
+#[derive(serde::Serialize)]
+struct Short<'a> {
+    id: &'a Option<String>,
+    role: Role,
+    content: &'a Value,
+    created_at: &'a str,
 }
 
 impl Kept {
+    pub fn of(m: &Message) -> Result<Kept> {
+        let short = m.name.is_none()
+            && m.tool_call_id.is_none()
+            && m.tool_calls.is_none()
+            && m.images.is_none()
+            && m.metadata.is_none()
+            && matches!(&m.content, Value::String(s) if s.len() <= SHORT_CONTENT);
+        let json = if short {
+            let short = Short { id: &m.id, role: m.role, content: &m.content, created_at: &m.created_at };
+            serde_json::value::to_raw_value(&short).map(Arc::from).map_err(|e| Error::Internal(e.to_string()))?
+        } else {
+            message_json(m)?
+        };
+        Ok(Kept { json, role: m.role, short })
+    }
+
+    /// The text `Message` serializes to.
+    pub fn full(&self) -> Result<MessageJson> {
+        if !self.short {
+            return Ok(self.json.clone());
+        }
+        let text = self.json.get();
+        // The last member is `created_at`, and no JSON string holds an unescaped `"`.
+        let at =
+            text.rfind(r#","created_at":"#).ok_or_else(|| Error::Internal("a kept message lost its time".into()))?;
+        let mut full = String::with_capacity(text.len() + NULLS.len());
+        full.push_str(&text[..at]);
+        full.push_str(NULLS);
+        full.push_str(&text[at..]);
+        RawValue::from_string(full).map(Arc::from).map_err(|e| unreadable(&e))
+    }
+
     /// The message, parsed back from its text.
     pub fn message(&self) -> Result<Message> {
         serde_json::from_str(self.json.get()).map_err(|e| unreadable(&e))
@@ -44,8 +98,7 @@ impl History {
     /// Appends messages the rules accepted after this history; returns them as kept.
     /// Each is serialized before anything changes, so an error leaves the history as it was.
     pub fn extend(&mut self, messages: &[Message]) -> Result<Vec<Kept>> {
-        let kept =
-            messages.iter().map(|m| Ok(Kept { json: message_json(m)?, role: m.role })).collect::<Result<Vec<_>>>()?;
+        let kept = messages.iter().map(Kept::of).collect::<Result<Vec<_>>>()?;
         for (message, kept) in messages.iter().zip(&kept) {
             self.tail.follow(message);
             self.messages.push_back(kept.clone());
@@ -118,10 +171,10 @@ impl History {
     }
 
     /// Messages `start..end` (clamped) as their texts.
-    pub fn json(&self, start: usize, end: usize) -> Vec<MessageJson> {
+    pub fn json(&self, start: usize, end: usize) -> Result<Vec<MessageJson>> {
         let (start, end) = self.clamp(start, end);
         // A focus narrowed to the page: no walk over the messages before it.
-        self.messages.focus().narrow(start..end).into_iter().map(|k| k.json.clone()).collect()
+        self.messages.focus().narrow(start..end).into_iter().map(Kept::full).collect()
     }
 
     /// Messages `start..end` (clamped), parsed.
@@ -182,8 +235,29 @@ mod tests {
         let (history, kept) = History::of(&[m.clone()]).unwrap();
         assert_eq!(kept[0].message().unwrap(), m);
         assert_eq!(history.parsed(0, 1).unwrap()[0].as_ref(), &m);
-        assert_eq!(history.json(0, 1)[0].get(), serde_json::to_string(&m).unwrap());
+        assert_eq!(history.json(0, 1).unwrap()[0].get(), serde_json::to_string(&m).unwrap());
         assert_eq!(kept[0].role, Role::Assistant);
+    }
+
+    #[test]
+    fn a_message_kept_short_reads_back_exactly() {
+        let mut m = message(Role::User, "a\"created_at\":");
+        m.content = json!("x\",\"created_at\": é");
+        m.created_at = "2026-12-01T00:00:00.000001Z".into();
+        let (history, kept) = History::of(std::slice::from_ref(&m)).unwrap();
+        assert!(kept[0].short && !kept[0].json.get().contains("null"));
+        assert_eq!(kept[0].message().unwrap(), m);
+        assert_eq!(history.json(0, 1).unwrap()[0].get(), serde_json::to_string(&m).unwrap());
+        assert_eq!(history.index_of("a\"created_at\":"), Some(0));
+        let mut named = m.clone();
+        named.name = Some("n".into());
+        let (history, kept) = History::of(std::slice::from_ref(&named)).unwrap();
+        assert!(!kept[0].short);
+        assert_eq!(history.json(0, 1).unwrap()[0].get(), serde_json::to_string(&named).unwrap());
+        let long = Message { content: json!("x".repeat(SHORT_CONTENT + 1)), ..m };
+        let (history, kept) = History::of(std::slice::from_ref(&long)).unwrap();
+        assert!(!kept[0].short);
+        assert_eq!(history.json(0, 1).unwrap()[0].get(), serde_json::to_string(&long).unwrap());
     }
 
     #[test]

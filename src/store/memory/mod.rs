@@ -308,7 +308,7 @@ impl Store for MemoryStore {
         offset: u64,
         limit: Option<u64>,
     ) -> Result<HistoryPage<MessageJson>> {
-        self.page(session_id, offset, limit, |h, start, end| Ok(h.json(start, end)))
+        self.page(session_id, offset, limit, History::json)
     }
 
     async fn trim_turns(&self, session_id: &str, max_turns: u64, expected_revision: Option<u64>) -> Result<Removed> {
