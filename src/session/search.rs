@@ -223,7 +223,12 @@ impl Query {
     /// Whether `text` may match: each term's first word (all but a prefix's last) occurs
     /// in it, lowercased as words are. A cheap test before `score` splits the words.
     pub fn may_match(&self, text: &str) -> bool {
-        let lower: String = text.chars().flat_map(char::to_lowercase).collect();
+        let lower = if text.is_ascii() {
+            // The same lowercase, byte by byte: far cheaper than char by char.
+            text.to_ascii_lowercase()
+        } else {
+            text.chars().flat_map(char::to_lowercase).collect()
+        };
         self.terms.iter().all(|t| lower.contains(t.words[0].as_str()))
     }
 

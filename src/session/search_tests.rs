@@ -106,3 +106,14 @@ fn a_snippet_hides_long_unindexed_runs() {
     let text = format!("key {} end", "x".repeat(200));
     assert_eq!(q.snippet(&text), "[key] … end");
 }
+
+#[test]
+fn may_match_lowercases_ascii_and_unicode_text_alike() {
+    let q = Query::parse("kelvin déjà").unwrap();
+    assert!(q.may_match("KELVIN and DÉJÀ"));
+    assert!(q.may_match("\u{212A}elvin déjà"), "the Kelvin sign lowercases to an ASCII k");
+    assert!(!q.may_match("KELVIN and DEJA"));
+    let q = Query::parse("json").unwrap();
+    assert!(q.may_match(r#"{"content":"JSON text"}"#));
+    assert!(!q.may_match(r#"{"content":"JS ON"}"#));
+}
