@@ -399,8 +399,57 @@ fn pipelined_appends_on_one_session_keep_their_order(s: &mut Server) {
     assert_eq!(page["messages"][63]["content"], "u59");
 }
 
+/// Issue 15: an append that shares a transaction with the append before it starts from
+/// what that append left. A fork whose own segment starts empty, another session's
+/// appends, a refused append (a rules error in a job of its own, and a draft's) and a
+/// rewind between them must each be seen.
+fn pipelined_appends_start_from_what_the_last_one_left(s: &mut Server) {
+    session(s, "a");
+    let ids: Vec<String> = (0..4)
+        .map(|i| {
+            s.call("session/add_user", json!({"session_id": "a", "text": format!("a{i}")}))["message_id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    s.call("session/fork", json!({"session_id": "a", "new_session_id": "b"}));
+    let send = |s: &mut Server, method: &str, params: Value| s.send_request(method, params);
+    let user =
+        |s: &mut Server, id: &str, text: &str| send(s, "session/add_user", json!({"session_id": id, "text": text}));
+    let b1 = user(s, "b", "b1");
+    let b2 = user(s, "b", "b2");
+    let a4 = user(s, "a", "a4");
+    let asked = send(s, "session/add_assistant", json!({"session_id": "a", "tool_calls": calls(&["c"])}));
+    let wrong = send(s, "session/add_tool_result", json!({"session_id": "a", "tool_call_id": "d", "content": "?"}));
+    let answered = send(s, "session/add_tool_result", json!({"session_id": "a", "tool_call_id": "c", "content": "1"}));
+    let again = send(s, "session/add_tool_result", json!({"session_id": "a", "tool_call_id": "c", "content": "2"}));
+    let rewound = send(s, "session/rewind", json!({"session_id": "a", "to_message_id": ids[1]}));
+    let a2 = user(s, "a", "after rewind");
+    let b3 = user(s, "b", "b3");
+    for (id, index) in [(b1, 4), (b2, 5), (b3, 6)] {
+        assert_eq!(s.result_of(id, "session/add_user")["index"], index);
+    }
+    assert_eq!(s.result_of(a4, "session/add_user")["index"], 4);
+    assert_eq!(s.result_of(asked, "session/add_assistant")["index"], 5);
+    assert_eq!(s.error_of(wrong, "session/add_tool_result", 1004)["data"]["reason"], "unknown_tool_call_id");
+    assert_eq!(s.result_of(answered, "session/add_tool_result")["index"], 6);
+    assert_eq!(s.error_of(again, "session/add_tool_result", 1004)["data"]["reason"], "duplicate_result");
+    assert_eq!(s.result_of(rewound, "session/rewind")["removed"], 5);
+    assert_eq!(s.result_of(a2, "session/add_user")["index"], 2);
+    let texts =
+        |s: &mut Server, id: &str| -> Vec<Value> { stored(s, id).iter().map(|m| m["content"].clone()).collect() };
+    assert_eq!(texts(s, "a"), [json!("a0"), json!("a1"), json!("after rewind")]);
+    assert_eq!(texts(s, "b"), ["a0", "a1", "a2", "a3", "b1", "b2", "b3"].map(|t| json!(t)));
+    let info = s.call("session/get", json!({"session_id": "a"}));
+    assert_eq!((&info["message_count"], &info["revision"]), (&json!(3), &json!(9)));
+    let info = s.call("session/get", json!({"session_id": "b"}));
+    assert_eq!((&info["message_count"], &info["revision"]), (&json!(7), &json!(3)));
+}
+
 crate::every_store!(
     pipelined_appends_on_one_session_keep_their_order,
+    pipelined_appends_start_from_what_the_last_one_left,
     add_family,
     parallel_calls_answered_out_of_order,
     results_that_are_not_accepted,

@@ -3,8 +3,9 @@
 //! `READERS` at once (a bounded pool: threads and file descriptors do not grow with the
 //! number of concurrent requests), at most `IDLE_READERS` kept open between reads. Every
 //! mutation reads what it needs and checks the revision inside its own `BEGIN IMMEDIATE`
-//! transaction, and nothing is cached between requests, so several convo processes can
-//! share one database without losing an update.
+//! transaction, and nothing is kept from one transaction to the next (an append hands the
+//! next job of its own transaction what it read, `writer::carry`), so several convo
+//! processes can share one database without losing an update.
 
 mod chain;
 mod changes;
@@ -26,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::pool::Pool;
 use crate::session::search::Query;
 use crate::session::{
-    Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, check_revision,
+    Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, Tail, check_revision,
     compaction_message, new_session_id, plan_append,
 };
 use crate::store::feed::{ChangeKind, Feed, Watcher};
@@ -236,11 +237,26 @@ fn compact_in(
 }
 
 /// `Store::append` inside a write transaction.
+/// A session as an append left it, for an append to it in the next job (`writer::carry`).
+struct Appending {
+    row: SessionRow,
+    spans: Vec<Span>,
+    tail: Tail,
+}
+
 fn append_in(c: &Connection, id: &str, messages: Vec<Message>, expected_revision: Option<u64>) -> Result<Appended> {
-    let row = require_session(c, id)?;
+    let Appending { row, mut spans, mut tail } = match writer::carried::<Appending>() {
+        Some(carried) if carried.row.info.session_id == id => carried,
+        _ => {
+            let row = require_session(c, id)?;
+            let spans = spans_of(c, &row)?;
+            let tail = chain::tail(c, &spans)?;
+            Appending { row, spans, tail }
+        }
+    };
     check_revision(expected_revision, row.info.revision)?;
     let message_ids = messages.iter().filter_map(|m| m.id.clone()).collect();
-    let planned = plan_append(chain::tail(c, &spans_of(c, &row)?)?, messages)?;
+    let planned = plan_append(tail.clone(), messages)?;
     if planned.is_empty() {
         let index = row.len.saturating_sub(row.start + 1);
         return Ok(Appended { message_ids, index, revision: row.info.revision });
@@ -248,8 +264,18 @@ fn append_in(c: &Connection, id: &str, messages: Vec<Message>, expected_revision
     insert_all(c, row.segment, row.len, &planned)?;
     let mut row = touched(row);
     row.len += planned.len() as u64;
-    put(c, ChangeKind::Appended, &row)?;
-    Ok(Appended { message_ids, index: row.len - row.start - 1, revision: row.info.revision })
+    row.info.message_count = row.len - row.start;
+    rows::put_appended(c, &row)?;
+    changes::record(c, id, row.info.revision, ChangeKind::Appended, row.len - row.start)?;
+    let appended = Appended { message_ids, index: row.len - row.start - 1, revision: row.info.revision };
+    // The head segment now serves up to the new length; when it served nothing before
+    // (a fork cut at its parent's end), the next append reads the chain again.
+    if let Some(head) = spans.first_mut().filter(|span| span.segment == row.segment) {
+        head.hi = row.len;
+        planned.iter().for_each(|m| tail.follow(m));
+        writer::carry(Appending { row, spans, tail });
+    }
+    Ok(appended)
 }
 
 fn insert_all(conn: &Connection, segment: i64, from: u64, messages: &[Message]) -> Result<()> {

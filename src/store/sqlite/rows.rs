@@ -66,6 +66,16 @@ fn opt_json<T: serde::Serialize>(value: &Option<T>) -> Option<String> {
     value.as_ref().map(to_json)
 }
 
+/// Writes what an append changes in a session row: its revision, update time and length.
+/// (Replacing the whole row would also rewrite every index of `sessions`.)
+pub fn put_appended(conn: &Connection, row: &SessionRow) -> Result<()> {
+    let info = &row.info;
+    conn.prepare_cached("UPDATE sessions SET revision = ?2, updated_at = ?3, len = ?4 WHERE session_id = ?1")
+        .and_then(|mut s| s.execute(params![info.session_id, info.revision as i64, info.updated_at, row.len as i64]))
+        .map(drop)
+        .map_err(sql)
+}
+
 /// Writes a session row whole: inserts it, or replaces the one with its id.
 pub fn put_session(conn: &Connection, row: &SessionRow) -> Result<()> {
     let info = &row.info;

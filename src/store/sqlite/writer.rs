@@ -8,8 +8,14 @@
 //! an append signal `store::queued` once its job is queued: the next append on its
 //! session may then queue its own, and both commit in one transaction, while each reply
 //! still waits for its commit.
+//!
+//! A job may leave what it knows to the job right after it (`carry`), which takes it
+//! (`carried`) only if it runs in the same transaction and the job that left it
+//! succeeded: 64 appends pipelined on one session then read the session once, not 64
+//! times.
 
 use std::any::Any;
+use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use rusqlite::Connection;
@@ -31,6 +37,24 @@ struct Job {
 #[derive(Clone)]
 pub struct Writer {
     tx: mpsc::UnboundedSender<Job>,
+}
+
+thread_local! {
+    /// What the running job left for the next one.
+    static LEFT: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
+    /// What the job before the running one left, if it succeeded in this transaction.
+    static OFFERED: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
+}
+
+/// Leaves `value` to the next job on this writer: it gets it only if it runs in the same
+/// transaction right after this job, and this job succeeds.
+pub fn carry<T: Any>(value: T) {
+    LEFT.set(Some(Box::new(value)));
+}
+
+/// What the job before this one left (`carry`), when it is a `T`.
+pub fn carried<T: Any>() -> Option<T> {
+    OFFERED.take().and_then(|offered| offered.downcast().ok()).map(|t| *t)
 }
 
 fn stopped() -> Error {
@@ -94,20 +118,28 @@ fn commit_group(conn: &Connection, group: Vec<Job>) {
     }
     let mut done = Vec::with_capacity(group.len());
     let mut broken = None;
+    // Nothing is carried from one transaction into the next.
+    LEFT.take();
     for job in group {
         if broken.is_some() {
             done.push((job.reply, Err(stopped())));
             continue;
         }
+        OFFERED.set(LEFT.take());
         let outcome = match cached(conn, "SAVEPOINT job") {
             Ok(()) => catch_unwind(AssertUnwindSafe(|| (job.run)(conn)))
                 .unwrap_or_else(|_| Err(Error::Internal("a store operation panicked".into()))),
             Err(e) => Err(Error::StorageUnavailable(e.to_string())),
         };
+        OFFERED.take();
         let closed = match outcome {
             Ok(_) => cached(conn, "RELEASE job"),
             Err(_) => conn.execute_batch("ROLLBACK TO job; RELEASE job"),
         };
+        if outcome.is_err() || closed.is_err() {
+            // What a job that did not take effect knew is not true.
+            LEFT.take();
+        }
         if let Err(e) = closed {
             broken = Some(e.to_string());
         }
@@ -127,5 +159,58 @@ fn commit_group(conn: &Connection, group: Vec<Job>) {
             (_, outcome) => outcome,
         };
         let _ = reply.send(outcome);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Answer = oneshot::Receiver<Result<Output>>;
+
+    fn job(work: impl FnOnce() -> Result<Option<u32>> + Send + 'static) -> (Job, Answer) {
+        let (reply, answer) = oneshot::channel();
+        (Job { run: Box::new(move |_| work().map(|t| Box::new(t) as Output)), reply }, answer)
+    }
+
+    fn value(answer: Answer) -> Option<u32> {
+        *answer.blocking_recv().unwrap().unwrap().downcast::<Option<u32>>().unwrap()
+    }
+
+    #[test]
+    fn only_the_next_job_of_the_transaction_gets_what_a_job_carried() {
+        // The tables a group's commit moves search rows between.
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE message_words (rowid INTEGER PRIMARY KEY, words TEXT)").unwrap();
+        super::super::search::prepare_writer(&conn).unwrap();
+        let (j1, a1) = job(|| {
+            carry(1u32);
+            Ok(carried::<u32>())
+        });
+        let (j2, a2) = job(|| {
+            let got = carried::<u32>();
+            carry(2u32);
+            Ok(got)
+        });
+        let (j3, a3) = job(|| Ok(None));
+        let (j4, a4) = job(|| Ok(carried::<u32>()));
+        let (j5, a5) = job(|| {
+            carry(5u32);
+            Err(Error::Internal("refused".into()))
+        });
+        let (j6, a6) = job(|| {
+            carry(6u32);
+            Ok(carried::<u32>())
+        });
+        commit_group(&conn, vec![j1, j2, j3, j4, j5, j6]);
+        let (j7, a7) = job(|| Ok(carried::<u32>()));
+        commit_group(&conn, vec![j7]);
+        assert_eq!(value(a1), None, "nothing before the first job");
+        assert_eq!(value(a2), Some(1), "the next job gets it");
+        assert_eq!(value(a3), None);
+        assert_eq!(value(a4), None, "a job that did not take it passes nothing on");
+        assert!(a5.blocking_recv().unwrap().is_err());
+        assert_eq!(value(a6), None, "a job that failed passes nothing on");
+        assert_eq!(value(a7), None, "nothing crosses into the next transaction");
     }
 }
