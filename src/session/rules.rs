@@ -95,7 +95,8 @@ impl Tail {
     /// that a store keeping the trailing group beside its history need not read it back.
     pub fn follow(&mut self, message: &Message) {
         // An accepted message is a result an open call waits for, or closes the group.
-        let _ = self.advance(message);
+        let accepted = self.advance(message);
+        debug_assert!(accepted.is_ok(), "followed a message the rules refuse: {accepted:?}");
     }
 
     /// Appends `message` to `out` under the rules: a tool result must answer an open call

@@ -62,18 +62,23 @@ pub fn scan(
         .collect()
 }
 
+/// The longest message text tried whole before it is parsed; a longer one (a message with
+/// images may hold megabytes of base64) is parsed, and only its content tried.
+const WHOLE_TEXT_MAX: usize = 16 * 1024;
+
 /// How well one message matches. Its text is tried whole first: query words are letters
-/// and digits, which JSON text never escapes, so a message whose text lacks them cannot
-/// match and is not parsed.
+/// and digits, which JSON text never escapes, so a text that lacks them cannot match and
+/// is not parsed.
 fn score(query: &Query, kept: &Kept) -> Result<Option<u64>> {
-    if !query.may_match(kept.json.get()) {
+    let text = kept.json.get();
+    if text.len() <= WHOLE_TEXT_MAX && !query.may_match(text) {
         return Ok(None);
     }
-    let searched: Searched = serde_json::from_str(kept.json.get()).map_err(|e| unreadable(&e))?;
-    let text = content_text(&searched.content);
-    if !query.may_match(&text) {
+    let searched: Searched = serde_json::from_str(text).map_err(|e| unreadable(&e))?;
+    let content = content_text(&searched.content);
+    if !query.may_match(&content) {
         return Ok(None);
     }
-    let words: Vec<String> = indexed_words(&text).map(|w| w.text).collect();
+    let words: Vec<String> = indexed_words(&content).map(|w| w.text).collect();
     Ok(query.score(&words))
 }

@@ -236,7 +236,6 @@ fn compact_in(
     Ok(Compacted { removed: cut, revision: row.info.revision, summary_message_id, archived_session_id })
 }
 
-/// `Store::append` inside a write transaction.
 /// A session as an append left it, for an append to it in the next job (`writer::carry`).
 struct Appending {
     row: SessionRow,
@@ -244,6 +243,7 @@ struct Appending {
     tail: Tail,
 }
 
+/// `Store::append` inside a write transaction.
 fn append_in(c: &Connection, id: &str, messages: Vec<Message>, expected_revision: Option<u64>) -> Result<Appended> {
     let Appending { row, mut spans, mut tail } = match writer::carried::<Appending>() {
         Some(carried) if carried.row.info.session_id == id => carried,
