@@ -2,14 +2,14 @@
 //!
 //! Histories are persistent vectors (`imbl`) of each message's JSON text (`history`), so a
 //! fork shares its parent's messages and costs the same whatever their number, and a reply
-//! splices the texts without serializing anything again. Each mutation checks everything (revision,
-//! conversation rules) before it changes anything, so a refused request leaves the entry
-//! as it was.
+//! splices the texts without serializing anything again. Each mutation checks everything
+//! (revision, conversation rules) before it changes anything, so a refused request leaves
+//! the entry as it was.
 
-use std::collections::HashMap;
 mod history;
 mod scan;
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use async_trait::async_trait;
@@ -200,6 +200,13 @@ impl MemoryStore {
     }
 }
 
+/// A new session keeping `entry`'s history as it is, forked from its last message: what
+/// a rewind or a compaction with `archive` keeps before it changes the history.
+fn archive_of(session_id: &str, entry: &Entry) -> Result<Entry> {
+    let forked_from = ForkPoint { session_id: session_id.to_owned(), message_id: entry.history.last_id()? };
+    Ok(Entry::new(entry.fields.clone(), entry.history.clone(), Some(forked_from)))
+}
+
 fn not_found(session_id: &str) -> Error {
     Error::SessionNotFound(session_id.to_owned())
 }
@@ -348,8 +355,7 @@ impl Store for MemoryStore {
         }
         let mut rewound = history.clone();
         rewound.keep_oldest(keep)?;
-        let forked_from = ForkPoint { session_id: session_id.to_owned(), message_id: history.last_id()? };
-        let archived = archive.then(|| Entry::new(entry.fields.clone(), history.clone(), Some(forked_from)));
+        let archived = archive.then(|| archive_of(session_id, entry)).transpose()?;
         let (archived_session_id, revision) =
             self.replace_history(&mut sessions, session_id, rewound, archived, ChangeKind::Rewound)?;
         Ok(Rewound { removed, revision, archived_session_id })
@@ -376,8 +382,7 @@ impl Store for MemoryStore {
         let summary_message_id = summary.id.clone();
         let (mut history, _) = History::of(&[summary])?;
         history.extend_kept(old.messages.skip(cut))?;
-        let forked_from = ForkPoint { session_id: session_id.to_owned(), message_id: old.last_id()? };
-        let archived = archive.then(|| Entry::new(entry.fields.clone(), old.clone(), Some(forked_from)));
+        let archived = archive.then(|| archive_of(session_id, entry)).transpose()?;
         let (archived_session_id, revision) =
             self.replace_history(&mut sessions, session_id, history, archived, ChangeKind::Compacted)?;
         Ok(Compacted { removed: cut as u64, revision, summary_message_id, archived_session_id })

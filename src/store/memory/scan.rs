@@ -4,6 +4,7 @@
 //! found in each history holding it.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
 use serde_json::Value;
 
@@ -30,13 +31,9 @@ pub fn scan(
     let mut hits: Vec<(u64, &str, usize, &Kept)> = Vec::new();
     for (session_id, messages) in &histories {
         for (index, kept) in messages.iter().enumerate() {
-            let score = match scores.get(&kept.json.get().as_ptr()) {
-                Some(score) => *score,
-                None => {
-                    let score = score(query, kept)?;
-                    scores.insert(kept.json.get().as_ptr(), score);
-                    score
-                }
+            let score = match scores.entry(kept.json.get().as_ptr()) {
+                Entry::Occupied(known) => *known.get(),
+                Entry::Vacant(new) => *new.insert(score(query, kept)?),
             };
             if let Some(score) = score {
                 hits.push((score, session_id, index, kept));
