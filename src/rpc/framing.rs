@@ -29,13 +29,15 @@ impl Framing {
         }
     }
 
-    /// Appends one frame to `out`, its body the concatenation of `parts`.
-    pub fn encode(self, parts: [&[u8]; 2], out: &mut Vec<u8>) {
+    /// Appends what goes before a body of `length` bytes to `out`.
+    pub fn open(self, length: usize, out: &mut Vec<u8>) {
         if self == Framing::Lsp {
-            let length = parts.iter().map(|p| p.len()).sum::<usize>();
             out.extend_from_slice(format!("Content-Length: {length}\r\n\r\n").as_bytes());
         }
-        parts.iter().for_each(|p| out.extend_from_slice(p));
+    }
+
+    /// Appends what goes after a body to `out`.
+    pub fn close(self, out: &mut Vec<u8>) {
         if self == Framing::Ndjson {
             out.push(b'\n');
         }

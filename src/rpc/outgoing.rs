@@ -10,7 +10,14 @@ use jsonrpsee::types::ErrorObjectOwned;
 use serde::Serialize;
 
 use crate::rpc::error::{INTERNAL_ERROR, plain, reply_too_large};
-use crate::rpc::writer::Reply;
+use crate::rpc::writer::{Part, Reply};
+use crate::store::MessageJson;
+
+/// The longest result copied into its reply's head rather than written as a part.
+const INLINE_MAX: usize = 64 * 1024;
+/// A message text at least this long is written from where the store keeps it; a
+/// shorter one is copied, which costs less than one more slice for the kernel to walk.
+const SHARE_MIN: usize = 512;
 
 /// What jsonrpsee writes before the payload of a response to `Id::Null`.
 const NULL_ID_PREFIX: &str = r#"{"jsonrpc":"2.0","id":null,"#;
@@ -23,34 +30,66 @@ pub fn with_id(id: &str, response: MethodResponse, max: usize) -> Reply {
         return error_reply(Some(id), reply_too_large(max)).into();
     }
     let written = response.is_success().then(|| response.extensions().get::<Arc<Written>>()?.take()).flatten();
-    if let Some(mut result) = written {
-        result.push('}');
-        let reply = Reply::spliced(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"#), result, 0);
-        if reply.len() > max {
-            return error_reply(Some(id), reply_too_large(max)).into();
+    let reply = match written {
+        Some(mut parts) => {
+            let mut head = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"#);
+            // A short result goes in one piece with its head.
+            if let [Part::Text(text)] = &parts[..]
+                && text.len() <= INLINE_MAX
+            {
+                head.push_str(text);
+                head.push('}');
+                parts.clear();
+            } else {
+                parts.push(Part::Static("}"));
+            }
+            Reply::new(head, parts)
         }
-        return reply;
-    }
-    let json = String::from(Box::<str>::from(response.into_json()));
-    if !json.starts_with(NULL_ID_PREFIX) {
-        tracing::error!(response = &*json, "unexpected response layout from the registry");
-        return error_reply(Some(id), plain(INTERNAL_ERROR, "internal error: unexpected response layout")).into();
-    }
-    let reply = Reply::spliced(format!(r#"{{"jsonrpc":"2.0","id":{id},"#), json, NULL_ID_PREFIX.len());
+        None => {
+            let mut json = String::from(Box::<str>::from(response.into_json()));
+            if !json.starts_with(NULL_ID_PREFIX) {
+                tracing::error!(response = &*json, "unexpected response layout from the registry");
+                return error_reply(Some(id), plain(INTERNAL_ERROR, "internal error: unexpected response layout"))
+                    .into();
+            }
+            json.replace_range(..NULL_ID_PREFIX.len(), &format!(r#"{{"jsonrpc":"2.0","id":{id},"#));
+            json.into()
+        }
+    };
     if reply.len() > max {
         return error_reply(Some(id), reply_too_large(max)).into();
     }
     reply
 }
 
-/// A method's result as JSON text, written by the method table's adapter and spliced into
-/// the reply by `with_id`. jsonrpsee would serialize the result and then parse the whole
-/// text again to check it; a history of 10 MB costs a third less this way. Serializing
-/// stops at the reply limit, as jsonrpsee's does.
+/// A method's result as it goes into its reply: serialized, or (`Splice`) in pieces.
+pub trait Answer: Send + 'static {
+    fn answer(self, to: &Written) -> Result<(), ErrorObjectOwned>;
+}
+
+impl<T: Serialize + Send + 'static> Answer for T {
+    fn answer(self, to: &Written) -> Result<(), ErrorObjectOwned> {
+        let mut pieces = to.pieces();
+        pieces.json(&self)?;
+        to.put(pieces)
+    }
+}
+
+/// A result that writes its own JSON text in pieces, the store's message texts among
+/// them as they are kept. Its text must be what it serializes to.
+pub trait Splice {
+    fn splice(self, into: &mut Pieces) -> Result<(), ErrorObjectOwned>;
+}
+
+/// A method's result as JSON text in pieces, written by the method table's adapter and
+/// put into the reply by `with_id`. jsonrpsee would serialize the result and then parse
+/// the whole text again to check it; here it is serialized once, and a history's message
+/// texts are not copied at all (`Splice`). Serializing stops at the reply limit, as
+/// jsonrpsee's does.
 #[derive(Debug)]
 pub struct Written {
     max: usize,
-    result: Mutex<Option<String>>,
+    result: Mutex<Option<Vec<Part>>>,
 }
 
 impl Written {
@@ -58,15 +97,51 @@ impl Written {
         Written { max, result: Mutex::new(None) }
     }
 
-    /// Serializes `result`; an error object when it would be over the reply limit.
-    pub fn put(&self, result: &impl Serialize) -> Result<(), ErrorObjectOwned> {
-        let mut out = Bounded { buf: Vec::with_capacity(256), max: self.max };
-        match serde_json::to_writer(&mut out, result) {
-            // serde_json writes UTF-8 only.
+    /// Where to write the result.
+    pub fn pieces(&self) -> Pieces {
+        Pieces { parts: Vec::new(), open: Vec::with_capacity(256), len: 0, max: self.max }
+    }
+
+    /// Keeps the result written in `pieces`; an error object when it is over the reply
+    /// limit.
+    pub fn put(&self, pieces: Pieces) -> Result<(), ErrorObjectOwned> {
+        if pieces.len > self.max {
+            return Err(reply_too_large(self.max));
+        }
+        let parts = pieces.finish();
+        *self.result.lock().unwrap_or_else(PoisonError::into_inner) = Some(parts);
+        Ok(())
+    }
+
+    fn take(&self) -> Option<Vec<Part>> {
+        self.result.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
+
+/// A result's JSON text as it is written: text serialized here, and message texts the
+/// store keeps, shared rather than copied (`writer::Part::Shared`).
+pub struct Pieces {
+    parts: Vec<Part>,
+    /// The text after the last shared part.
+    open: Vec<u8>,
+    len: usize,
+    max: usize,
+}
+
+impl Pieces {
+    /// Appends JSON text.
+    pub fn raw(&mut self, json: &'static str) {
+        self.open.extend_from_slice(json.as_bytes());
+        self.len += json.len();
+    }
+
+    /// Appends `value` serialized; an error object once the text is over the reply limit.
+    pub fn json(&mut self, value: &impl Serialize) -> Result<(), ErrorObjectOwned> {
+        let before = self.open.len();
+        let mut out = Bounded { buf: &mut self.open, max: before + self.max.saturating_sub(self.len) };
+        match serde_json::to_writer(&mut out, value) {
             Ok(()) => {
-                let text =
-                    String::from_utf8(out.buf).map_err(|_| plain(INTERNAL_ERROR, "internal error: bad UTF-8"))?;
-                *self.result.lock().unwrap_or_else(PoisonError::into_inner) = Some(text);
+                self.len += self.open.len() - before;
                 Ok(())
             }
             Err(e) if e.is_io() => Err(reply_too_large(self.max)),
@@ -74,18 +149,49 @@ impl Written {
         }
     }
 
-    fn take(&self) -> Option<String> {
-        self.result.lock().unwrap_or_else(PoisonError::into_inner).take()
+    /// Appends a JSON array of the messages.
+    pub fn messages(&mut self, messages: Vec<MessageJson>) {
+        self.raw("[");
+        for (i, message) in messages.into_iter().enumerate() {
+            if i > 0 {
+                self.raw(",");
+            }
+            self.len += message.get().len();
+            if message.get().len() < SHARE_MIN {
+                self.open.extend_from_slice(message.get().as_bytes());
+            } else {
+                self.close_text();
+                self.parts.push(Part::Shared(message));
+            }
+        }
+        self.raw("]");
+    }
+
+    fn close_text(&mut self) {
+        if !self.open.is_empty() {
+            // Bytes while written to (serde_json writes to bytes), all of them from `str`s
+            // and serde_json; checked once here all the same.
+            let text = std::mem::take(&mut self.open);
+            self.parts.push(Part::Text(String::from_utf8(text).unwrap_or_else(|e| {
+                tracing::error!("a reply's text is not UTF-8");
+                String::from_utf8_lossy(e.as_bytes()).into_owned()
+            })));
+        }
+    }
+
+    fn finish(mut self) -> Vec<Part> {
+        self.close_text();
+        self.parts
     }
 }
 
 /// A buffer that refuses to grow past `max` bytes.
-struct Bounded {
-    buf: Vec<u8>,
+struct Bounded<'a> {
+    buf: &'a mut Vec<u8>,
     max: usize,
 }
 
-impl io::Write for Bounded {
+impl io::Write for Bounded<'_> {
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
         if self.buf.len() + bytes.len() > self.max {
             return Err(io::Error::other("over the reply limit"));

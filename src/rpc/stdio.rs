@@ -5,7 +5,7 @@
 //! are served by a blocking thread instead (`convo < session.ndjson`).
 
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, IoSlice, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 
 use rustix::fs::{FileType, OFlags};
@@ -79,12 +79,14 @@ impl NonBlocking {
         }
     }
 
-    pub async fn write_all(&self, mut buf: &[u8]) -> io::Result<()> {
-        while !buf.is_empty() {
+    /// Writes every byte of `bufs`, in order, in as few system calls as the pipe allows.
+    pub async fn write_all_vectored(&self, mut bufs: &mut [IoSlice<'_>]) -> io::Result<()> {
+        IoSlice::advance_slices(&mut bufs, 0);
+        while !bufs.is_empty() {
             let mut ready = self.fd.writable().await?;
-            match ready.try_io(|f| f.get_ref().write(buf)) {
+            match ready.try_io(|f| f.get_ref().write_vectored(bufs)) {
                 Ok(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(Ok(n)) => buf = &buf[n..],
+                Ok(Ok(n)) => IoSlice::advance_slices(&mut bufs, n),
                 Ok(Err(e)) => return Err(e),
                 Err(_would_block) => {}
             }

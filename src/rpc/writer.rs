@@ -1,9 +1,10 @@
 //! The one writer of the protocol stream. It owns the output, frames each queued message
-//! in the connection's framing, and writes whatever is queued in one go. Replies, and later the server's own notifications and requests, all
-//! go through the cloneable `Outbox`.
+//! in the connection's framing, and writes whatever is queued in one go, the store's
+//! message texts from where they lie. Replies and the server's own notifications and
+//! requests all go through the cloneable `Outbox`.
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, IoSlice, Write};
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
@@ -11,35 +12,58 @@ use tokio::sync::mpsc;
 use crate::rpc::budget::Hold;
 use crate::rpc::framing::{Framing, FramingCell};
 use crate::rpc::stdio::{NonBlocking, Sink};
+use crate::store::MessageJson;
 
 /// How many frames may wait for the writer before senders wait.
 const QUEUE: usize = 1024;
 /// How many bytes of queued frames go out in one write.
 const COALESCE: usize = 1 << 20;
 
-/// One JSON message to write: `head` then `body[skip..]`. A reply is the registry's
-/// serialized response with the request's id put in front, without copying the result.
-/// `hold` is its share of the output budget, given back once it is written.
+/// A piece of one JSON message to write.
+#[derive(Debug)]
+pub enum Part {
+    Text(String),
+    Static(&'static str),
+    /// A message's JSON text as the store keeps it: written from where it lies, never
+    /// copied into the reply.
+    Shared(MessageJson),
+}
+
+impl Part {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Part::Text(text) => text.as_bytes(),
+            Part::Static(text) => text.as_bytes(),
+            Part::Shared(json) => json.get().as_bytes(),
+        }
+    }
+}
+
+/// One JSON message to write: `head`, then each of `parts`. A reply to `history` is its
+/// head and the store's message texts between the commas and brackets, so the largest
+/// replies are never built whole. `hold` is its share of the output budget, given back
+/// once it is written.
 #[derive(Debug)]
 pub struct Reply {
     head: String,
-    body: String,
-    skip: usize,
+    parts: Vec<Part>,
+    len: usize,
     hold: Option<Hold>,
 }
 
 impl Reply {
-    pub fn spliced(head: String, body: String, skip: usize) -> Self {
-        Reply { head, body, skip, hold: None }
+    pub fn new(head: String, parts: Vec<Part>) -> Self {
+        let len = head.len() + parts.iter().map(|p| p.bytes().len()).sum::<usize>();
+        Reply { head, parts, len, hold: None }
     }
 
     /// Its length in bytes, as written (before framing).
     pub fn len(&self) -> usize {
-        self.head.len() + self.body.len() - self.skip
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.len == 0
     }
 
     pub fn held_by(mut self, hold: Option<Hold>) -> Self {
@@ -47,20 +71,23 @@ impl Reply {
         self
     }
 
-    fn parts(&self) -> [&[u8]; 2] {
-        [self.head.as_bytes(), &self.body.as_bytes()[self.skip..]]
-    }
-
     pub fn into_string(self) -> String {
         let mut s = self.head;
-        s.push_str(&self.body[self.skip..]);
+        s.reserve(self.len - s.len());
+        for part in &self.parts {
+            match part {
+                Part::Text(text) => s.push_str(text),
+                Part::Static(text) => s.push_str(text),
+                Part::Shared(json) => s.push_str(json.get()),
+            }
+        }
         s
     }
 }
 
 impl From<String> for Reply {
     fn from(json: String) -> Self {
-        Reply { head: String::new(), body: json, skip: 0, hold: None }
+        Reply::new(json, Vec::new())
     }
 }
 
@@ -118,33 +145,65 @@ pub fn spawn(sink: Sink, framing: Arc<FramingCell>) -> io::Result<(Outbox, Write
     Ok((Outbox { tx }, writer))
 }
 
-/// Everything queued right now, framed, in one buffer; the replies' shares of the
-/// output budget go to `holds`, to give back once the buffer is written.
-fn coalesce(
-    first: Reply,
-    rx: &mut mpsc::Receiver<Reply>,
-    framing: &FramingCell,
-    frame: &mut Vec<u8>,
-    holds: &mut Vec<Hold>,
-) {
-    frame.clear();
-    let framing = framing.get().unwrap_or(Framing::Lsp);
-    let mut next = Some(first);
-    while let Some(mut reply) = next {
-        framing.encode(reply.parts(), frame);
-        holds.extend(reply.hold.take());
-        next = if frame.len() < COALESCE { rx.try_recv().ok() } else { None };
+/// Everything queued right now, framed: `frame` holds the framing and the text parts,
+/// and each shared part goes between the bytes of `frame` before and after the offset
+/// it is listed at. `holds` keeps the replies' shares of the output
+/// budget until it is all written.
+#[derive(Default)]
+struct Batch {
+    frame: Vec<u8>,
+    shared: Vec<(usize, MessageJson)>,
+    holds: Vec<Hold>,
+}
+
+impl Batch {
+    fn fill(&mut self, first: Reply, rx: &mut mpsc::Receiver<Reply>, framing: &FramingCell) {
+        self.frame.clear();
+        let framing = framing.get().unwrap_or(Framing::Lsp);
+        let (mut next, mut size) = (Some(first), 0);
+        while let Some(reply) = next {
+            framing.open(reply.len, &mut self.frame);
+            self.frame.extend_from_slice(reply.head.as_bytes());
+            for part in reply.parts {
+                match part {
+                    Part::Shared(json) => self.shared.push((self.frame.len(), json)),
+                    part => self.frame.extend_from_slice(part.bytes()),
+                }
+            }
+            framing.close(&mut self.frame);
+            self.holds.extend(reply.hold);
+            size += reply.len;
+            next = if size < COALESCE { rx.try_recv().ok() } else { None };
+        }
+    }
+
+    /// The bytes to write, in order.
+    fn slices(&self) -> Vec<IoSlice<'_>> {
+        let mut slices = Vec::with_capacity(2 * self.shared.len() + 1);
+        let mut from = 0;
+        for (at, json) in &self.shared {
+            slices.push(IoSlice::new(&self.frame[from..*at]));
+            slices.push(IoSlice::new(json.get().as_bytes()));
+            from = *at;
+        }
+        slices.push(IoSlice::new(&self.frame[from..]));
+        slices
+    }
+
+    fn written(&mut self) {
+        self.shared.clear();
+        self.holds.clear();
     }
 }
 
 async fn write_polled(mut rx: mpsc::Receiver<Reply>, out: NonBlocking, framing: Arc<FramingCell>) {
-    let (mut frame, mut holds) = (Vec::new(), Vec::new());
+    let mut batch = Batch::default();
     let mut broken = false;
     while let Some(first) = rx.recv().await {
         if !broken {
-            coalesce(first, &mut rx, &framing, &mut frame, &mut holds);
-            broken = report(out.write_all(&frame).await);
-            holds.clear();
+            batch.fill(first, &mut rx, &framing);
+            broken = report(out.write_all_vectored(&mut batch.slices()).await);
+            batch.written();
         }
     }
 }
@@ -156,13 +215,14 @@ fn spawn_thread(
 ) -> io::Result<Writer> {
     let thread = std::thread::Builder::new().name("convo-writer".into()).spawn(move || {
         let mut out = output;
-        let (mut frame, mut holds) = (Vec::new(), Vec::new());
+        let mut batch = Batch::default();
         let mut broken = false;
         while let Some(first) = rx.blocking_recv() {
             if !broken {
-                coalesce(first, &mut rx, &framing, &mut frame, &mut holds);
-                broken = report(out.write_all(&frame).and_then(|()| out.flush()));
-                holds.clear();
+                batch.fill(first, &mut rx, &framing);
+                let written = batch.slices().iter().try_for_each(|slice| out.write_all(slice));
+                broken = report(written.and_then(|()| out.flush()));
+                batch.written();
             }
         }
     })?;
@@ -176,5 +236,55 @@ fn report(result: io::Result<()>) -> bool {
             tracing::warn!(error = %e, "cannot write to the output; dropping further replies");
             true
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::value::RawValue;
+
+    fn shared(text: &str) -> Part {
+        Part::Shared(MessageJson::Read(RawValue::from_string(text.to_owned()).unwrap()))
+    }
+
+    /// What a batch writes: its slices, one after the other.
+    fn written(batch: &Batch) -> String {
+        String::from_utf8(batch.slices().iter().flat_map(|s| s.to_vec()).collect()).unwrap()
+    }
+
+    #[test]
+    fn replies_queued_together_go_out_framed_in_order() {
+        let parts =
+            || vec![Part::Static("["), shared(r#"{"a":1}"#), Part::Static(","), shared("[2]"), Part::Text("]}".into())];
+        for (framing, expected) in [
+            (
+                Framing::Lsp,
+                "Content-Length: 19\r\n\r\n{\"r\":[{\"a\":1},[2]]}Content-Length: 4\r\n\r\n\"ok\"Content-Length: 2\r\n\r\n{}",
+            ),
+            (Framing::Ndjson, "{\"r\":[{\"a\":1},[2]]}\n\"ok\"\n{}\n"),
+        ] {
+            let (outbox, mut rx) = Outbox::channel();
+            let cell = FramingCell::new(Some(framing));
+            let first = Reply::new(r#"{"r":"#.into(), parts());
+            assert_eq!(first.len(), 19);
+            let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            runtime.block_on(async {
+                outbox.send(String::from("\"ok\"")).await;
+                outbox.send(Reply::new(String::new(), vec![Part::Static("{}")])).await;
+            });
+            let mut batch = Batch::default();
+            batch.fill(first, &mut rx, &cell);
+            assert_eq!(written(&batch), expected, "{framing:?}");
+            assert_eq!(batch.shared.len(), 2, "shared parts are not copied");
+            batch.written();
+            assert!(batch.shared.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_reply_reads_back_whole() {
+        let reply = Reply::new("{\"r\":".into(), vec![shared("[1,2]"), Part::Static("}")]);
+        assert_eq!((reply.len(), reply.into_string()), (11, String::from("{\"r\":[1,2]}")));
     }
 }

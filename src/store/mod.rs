@@ -90,9 +90,31 @@ pub struct HistoryPage<M = Arc<Message>> {
     pub tail: Tail,
 }
 
-/// A message as the JSON text it serializes to, shared: a store that keeps the text hands
-/// out the same allocation to every reply.
-pub type MessageJson = Arc<RawValue>;
+/// A message as the JSON text it serializes to: shared by a store that keeps the text
+/// (the same allocation in every reply), or read for the one reply it goes into (a
+/// database row), without the copy that sharing it would cost.
+#[derive(Debug, Clone)]
+pub enum MessageJson {
+    Kept(Arc<RawValue>),
+    Read(Box<RawValue>),
+}
+
+impl std::ops::Deref for MessageJson {
+    type Target = RawValue;
+
+    fn deref(&self) -> &RawValue {
+        match self {
+            MessageJson::Kept(json) => json,
+            MessageJson::Read(json) => json,
+        }
+    }
+}
+
+impl serde::Serialize for MessageJson {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        (**self).serialize(serializer)
+    }
+}
 
 impl HistoryPage {
     /// The page with each message serialized.
@@ -103,7 +125,7 @@ impl HistoryPage {
 }
 
 pub fn message_json(message: &Message) -> Result<MessageJson> {
-    serde_json::value::to_raw_value(message).map(Arc::from).map_err(|e| Error::Internal(e.to_string()))
+    serde_json::value::to_raw_value(message).map(MessageJson::Read).map_err(|e| Error::Internal(e.to_string()))
 }
 
 #[async_trait]

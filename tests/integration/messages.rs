@@ -447,7 +447,57 @@ fn pipelined_appends_start_from_what_the_last_one_left(s: &mut Server) {
     assert_eq!((&info["message_count"], &info["revision"]), (&json!(7), &json!(3)));
 }
 
+/// `history` and `to_dict` write long message texts from where the store keeps them and
+/// copy short ones: texts of every size around the cut, with escapes and newlines, read
+/// back exactly, whether their replies go out alone, together with others or in a batch.
+fn long_replies_read_back_exactly(s: &mut Server) {
+    s.call("session/create", json!({"session_id": "long", "system": "be brief"}));
+    let texts: Vec<String> = [0, 1, 300, 510, 511, 512, 513, 4096, 70_000, 300_000]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| format!("{i}: é\n\"\\\t") + &"x".repeat(n))
+        .collect();
+    for text in &texts {
+        s.call("session/add_user", json!({"session_id": "long", "text": text}));
+    }
+    let call = json!([{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "y".repeat(2000)}}]);
+    s.call("session/add_assistant", json!({"session_id": "long", "tool_calls": call}));
+    let contents = |messages: &Value| -> Vec<Value> {
+        messages.as_array().unwrap().iter().map(|m| m["content"].clone()).collect()
+    };
+    let mut expected: Vec<Value> = texts.iter().map(|t| json!(t)).collect();
+    expected.push(Value::Null);
+    // Sent together, so that the replies may be written together.
+    let history = s.send_request("session/history", json!({"session_id": "long", "repair": false}));
+    let get = s.send_request("session/get", json!({"session_id": "long"}));
+    let dict = s.send_request("session/to_dict", json!({"session_id": "long"}));
+    let page = s.send_request("session/history", json!({"session_id": "long", "offset": 4, "limit": 3}));
+    let repaired = s.send_request("session/history", json!({"session_id": "long"}));
+    let h = s.result_of(history, "session/history");
+    assert_eq!(contents(&h["messages"]), expected);
+    assert_eq!(h["messages"][10]["tool_calls"], call);
+    assert_eq!((&h["revision"], &h["repaired"]), (&json!(11), &json!(0)));
+    assert_eq!(s.result_of(get, "session/get")["message_count"], 11);
+    let d = s.result_of(dict, "session/to_dict");
+    assert_eq!((&d["session_id"], &d["system"], &d["cwd"]), (&json!("long"), &json!("be brief"), &Value::Null));
+    assert_eq!(d["messages"], h["messages"]);
+    assert_eq!(contents(&s.result_of(page, "session/history")["messages"]), expected[4..7]);
+    let r = s.result_of(repaired, "session/history");
+    assert_eq!((r["messages"].as_array().unwrap().len(), &r["repaired"]), (12, &json!(1)));
+    assert_eq!(r["messages"][11]["tool_call_id"], "c1");
+
+    s.send(&json!([
+        {"jsonrpc": "2.0", "id": "b1", "method": "session/history", "params": {"session_id": "long", "repair": false}},
+        {"jsonrpc": "2.0", "id": "b2", "method": "session/to_dict", "params": {"session_id": "long"}},
+    ]));
+    let mut batch = s.recv().as_array().unwrap().clone();
+    batch.sort_by_key(|reply| reply["id"].as_str().unwrap().to_owned());
+    assert_eq!(batch[0]["result"], h);
+    assert_eq!(batch[1]["result"], d);
+}
+
 crate::every_store!(
+    long_replies_read_back_exactly,
     pipelined_appends_on_one_session_keep_their_order,
     pipelined_appends_start_from_what_the_last_one_left,
     add_family,

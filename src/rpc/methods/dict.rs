@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use jsonrpsee::types::ErrorObjectOwned;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -11,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::ops::{Call, DictData, Imported, SessionDict, refs_in_messages};
 use crate::rpc::methods::history::Reply;
 use crate::rpc::methods::{Ctx, is_empty_array, param_errors};
+use crate::rpc::outgoing::{Pieces, Splice};
 use crate::session::export::Format;
 use crate::session::image::Images;
 use crate::session::{SessionId, empty_table};
@@ -25,6 +27,22 @@ pub struct ToDictParams {
 pub async fn to_dict(ctx: Arc<Ctx>, p: ToDictParams, _: Arc<Call>) -> Result<Reply<SessionDict>> {
     let dict = ctx.ops.to_dict(p.session_id.as_str()).await?;
     Reply::with_images(dict, p.images, |v| refs_in_messages(&mut v["messages"]))
+}
+
+/// As `SessionDict` serializes, with the messages' texts shared, not copied.
+impl Splice for SessionDict {
+    fn splice(self, into: &mut Pieces) -> std::result::Result<(), ErrorObjectOwned> {
+        into.raw(r#"{"session_id":"#);
+        into.json(&self.session_id)?;
+        into.raw(r#","system":"#);
+        into.json(&self.system)?;
+        into.raw(r#","cwd":"#);
+        into.json(&self.cwd)?;
+        into.raw(r#","messages":"#);
+        into.messages(self.messages);
+        into.raw("}");
+        Ok(())
+    }
 }
 
 #[derive(Deserialize)]

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use jsonrpsee::types::ErrorObjectOwned;
 use serde::{Deserialize, Serialize};
 
 use serde_json::Value;
@@ -9,14 +10,13 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::ops::{Call, Hit, ImageData, Summary};
 use crate::rpc::methods::Ctx;
+use crate::rpc::outgoing::{Answer, Splice, Written};
 use crate::session::SessionId;
 use crate::session::image::Images;
 use crate::session::search::Query;
 
 /// A reply as the operation made it, or (with `images: "ref"`) rewritten to show images
 /// by reference.
-#[derive(Serialize, Clone)]
-#[serde(untagged)]
 pub enum Reply<T> {
     Made(T),
     Rewritten(Value),
@@ -30,6 +30,17 @@ impl<T: Serialize> Reply<T> {
         let mut value = serde_json::to_value(made).map_err(|e| Error::Internal(e.to_string()))?;
         rewrite(&mut value);
         Ok(Reply::Rewritten(value))
+    }
+}
+
+impl<T: Splice + Send + 'static> Answer for Reply<T> {
+    fn answer(self, to: &Written) -> std::result::Result<(), ErrorObjectOwned> {
+        let mut pieces = to.pieces();
+        match self {
+            Reply::Made(made) => made.splice(&mut pieces)?,
+            Reply::Rewritten(value) => pieces.json(&value)?,
+        }
+        to.put(pieces)
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use jsonrpsee::types::ErrorObjectOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -11,6 +12,7 @@ use crate::ops::refs_in_messages;
 use crate::ops::{Added, Call, History, Trimmed};
 use crate::rpc::methods::Ctx;
 use crate::rpc::methods::history::Reply;
+use crate::rpc::outgoing::{Pieces, Splice};
 use crate::session::image::{ImageInput, Images};
 use crate::session::{Identity, MessageInput, Role, SessionId, empty_table};
 
@@ -130,6 +132,24 @@ pub async fn history(ctx: Arc<Ctx>, p: HistoryParams, _: Arc<Call>) -> Result<Re
     let (repair, offset, draft) = (p.repair.unwrap_or(true), p.offset.unwrap_or(0), p.include_draft.unwrap_or(false));
     let history = ctx.ops.history(p.session_id.as_str(), repair, offset, p.limit, draft).await?;
     Reply::with_images(history, p.images, |v| refs_in_messages(&mut v["messages"]))
+}
+
+/// As `History` serializes, with the messages' texts shared, not copied.
+impl Splice for History {
+    fn splice(self, into: &mut Pieces) -> std::result::Result<(), ErrorObjectOwned> {
+        into.raw(r#"{"messages":"#);
+        into.messages(self.messages);
+        into.raw(r#","revision":"#);
+        into.json(&self.revision)?;
+        into.raw(r#","repaired":"#);
+        into.json(&self.repaired)?;
+        if let Some(draft) = &self.draft {
+            into.raw(r#","draft":"#);
+            into.json(draft)?;
+        }
+        into.raw("}");
+        Ok(())
+    }
 }
 
 #[derive(Deserialize)]

@@ -17,15 +17,15 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use jsonrpsee::types::{ErrorObjectOwned, Params};
+use jsonrpsee::types::Params;
 use jsonrpsee::{Extensions, Methods, RpcModule};
-use serde::Serialize;
 use serde::de::{Deserialize, DeserializeOwned, Deserializer};
 
 use crate::error::{Error, Result};
 use crate::ops::{Call, Ops};
+use crate::rpc::error::{INTERNAL_ERROR, plain};
 use crate::rpc::framing::FramingCell;
-use crate::rpc::outgoing::Written;
+use crate::rpc::outgoing::{Answer, Written};
 use crate::rpc::peer::Peer;
 use crate::rpc::watch::Subscriptions;
 use crate::session::export::Format;
@@ -164,7 +164,7 @@ impl Table {
     fn add<P, T, F, Fut>(&mut self, name: &'static str, order: Order, runs: Runs, handler: F)
     where
         P: DeserializeOwned + Send + 'static,
-        T: Serialize + Clone + Send + 'static,
+        T: Answer,
         F: Fn(Arc<Ctx>, P, Arc<Call>) -> Fut + Copy + Send + Sync + 'static,
         Fut: Future<Output = Result<T>> + Send + 'static,
     {
@@ -177,11 +177,10 @@ impl Table {
                 // memory once, not twice, while it waits for the store.
                 drop(params);
                 let result = handler(ctx, parsed, call).await?;
-                // Serialized here, once; jsonrpsee only sees `null` (`outgoing::Written`).
-                match written {
-                    Some(written) => written.put(&result).map(|()| None),
-                    None => Ok::<_, ErrorObjectOwned>(Some(result)),
-                }
+                // Written here, once; jsonrpsee only sees `null` (`outgoing::Written`).
+                let written =
+                    written.ok_or_else(|| plain(INTERNAL_ERROR, "internal error: no place for the result"))?;
+                result.answer(&written)
             }
         });
         if let Err(e) = result {
@@ -238,4 +237,75 @@ struct RevisionParams {
     session_id: crate::session::SessionId,
     #[serde(default)]
     expected_revision: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use jsonrpsee::types::Id;
+    use jsonrpsee::{Extensions, MethodResponse, ResponsePayload};
+    use serde_json::value::RawValue;
+
+    use super::history::Reply;
+    use crate::ops::{History, SessionDict};
+    use crate::rpc::outgoing::{Answer, Written, with_id};
+    use crate::session::{DraftView, Message, Role};
+    use crate::store::{MessageJson, message_json};
+
+    /// The reply a method's result makes, as the connection writes it.
+    fn reply(result: impl Answer, max: usize) -> String {
+        let written = Arc::new(Written::new(max));
+        let response = match result.answer(&written) {
+            Ok(()) => MethodResponse::response(Id::Null, ResponsePayload::success(()), max),
+            Err(e) => MethodResponse::error(Id::Null, e),
+        };
+        let mut extensions = Extensions::new();
+        extensions.insert(written);
+        with_id("7", response.with_extensions(extensions), max).into_string()
+    }
+
+    fn messages() -> Vec<MessageJson> {
+        let kept = |text: &str| MessageJson::Kept(Arc::from(RawValue::from_string(text.to_owned()).unwrap()));
+        let long = Message::new(Role::User, serde_json::json!("\"é\"\n".repeat(300)));
+        vec![
+            kept(r#"{"id":"a","content":"short"}"#),
+            message_json(&long).unwrap(),
+            kept(&format!(r#"{{"id":"b","content":"{}"}}"#, "x".repeat(600))),
+            message_json(&Message::new(Role::Assistant, serde_json::json!("last"))).unwrap(),
+        ]
+    }
+
+    #[test]
+    fn spliced_results_are_what_they_serialize_to() {
+        let draft = DraftView { stream_id: "s".into(), messages: vec![Message::new(Role::Assistant, "so far".into())] };
+        for draft in [None, Some(None), Some(Some(draft))] {
+            let history = History { messages: messages(), revision: 3, repaired: 1, draft };
+            let expected =
+                format!(r#"{{"jsonrpc":"2.0","id":7,"result":{}}}"#, serde_json::to_string(&history).unwrap());
+            assert_eq!(reply(Reply::Made(history), usize::MAX), expected);
+        }
+        let dict = SessionDict {
+            session_id: "d".into(),
+            system: Some("be \"brief\"".into()),
+            cwd: None,
+            messages: messages(),
+        };
+        let expected = format!(r#"{{"jsonrpc":"2.0","id":7,"result":{}}}"#, serde_json::to_string(&dict).unwrap());
+        assert_eq!(reply(Reply::Made(dict), usize::MAX), expected);
+        assert_eq!(
+            reply(Reply::<History>::Rewritten(serde_json::json!({"a": [1]})), 100),
+            r#"{"jsonrpc":"2.0","id":7,"result":{"a":[1]}}"#
+        );
+    }
+
+    #[test]
+    fn a_spliced_result_over_the_limit_is_refused() {
+        let history = || History { messages: messages(), revision: 3, repaired: 0, draft: None };
+        let size = reply(Reply::Made(history()), usize::MAX).len();
+        let wire = |max| serde_json::from_str::<serde_json::Value>(&reply(Reply::Made(history()), max)).unwrap();
+        assert_eq!(wire(size)["result"]["revision"], 3, "a reply of exactly the limit is sent");
+        assert_eq!(wire(size - 1)["error"]["code"], 1005);
+        assert_eq!(wire(size - 40)["error"]["code"], 1005, "and so is a result over it");
+    }
 }

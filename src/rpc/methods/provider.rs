@@ -3,12 +3,14 @@
 
 use std::sync::Arc;
 
+use jsonrpsee::types::ErrorObjectOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::ops::{Call, Exported, refs_in_payload};
 use crate::rpc::methods::Ctx;
 use crate::rpc::methods::history::Reply;
+use crate::rpc::outgoing::{Pieces, Splice};
 use crate::session::SessionId;
 use crate::session::export::{Format, Violation};
 use crate::session::image::Images;
@@ -26,6 +28,13 @@ pub struct ExportParams {
 pub async fn export(ctx: Arc<Ctx>, p: ExportParams, _: Arc<Call>) -> Result<Reply<Exported>> {
     let exported = ctx.ops.export(p.session_id.as_str(), p.format, p.repair.unwrap_or(true)).await?;
     Reply::with_images(exported, p.images, |v| refs_in_payload(&mut v["payload"]))
+}
+
+/// A provider's body is made anew, not kept: serialized whole.
+impl Splice for Exported {
+    fn splice(self, into: &mut Pieces) -> std::result::Result<(), ErrorObjectOwned> {
+        into.json(&self)
+    }
 }
 
 #[derive(Deserialize)]

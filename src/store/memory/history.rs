@@ -9,13 +9,13 @@ use serde_json::value::RawValue;
 
 use crate::error::{Error, Result};
 use crate::session::{Message, Role, Tail};
-use crate::store::{MessageJson, message_json};
+use crate::store::MessageJson;
 
 /// One stored message.
 #[derive(Clone)]
 pub struct Kept {
     /// Its JSON text; without `NULLS` when `short`. Either form parses as the message.
-    pub json: MessageJson,
+    pub json: Arc<RawValue>,
     pub role: Role,
     short: bool,
 }
@@ -49,7 +49,7 @@ impl Kept {
             let short = Short { id: &m.id, role: m.role, content: &m.content, created_at: &m.created_at };
             serde_json::value::to_raw_value(&short).map(Arc::from).map_err(|e| Error::Internal(e.to_string()))?
         } else {
-            message_json(m)?
+            serde_json::value::to_raw_value(m).map(Arc::from).map_err(|e| Error::Internal(e.to_string()))?
         };
         Ok(Kept { json, role: m.role, short })
     }
@@ -57,7 +57,7 @@ impl Kept {
     /// The text `Message` serializes to.
     pub fn full(&self) -> Result<MessageJson> {
         if !self.short {
-            return Ok(self.json.clone());
+            return Ok(MessageJson::Kept(self.json.clone()));
         }
         let text = self.json.get();
         // The last member is `created_at`, and no JSON string holds an unescaped `"`.
@@ -67,7 +67,7 @@ impl Kept {
         full.push_str(&text[..at]);
         full.push_str(NULLS);
         full.push_str(&text[at..]);
-        RawValue::from_string(full).map(Arc::from).map_err(|e| unreadable(&e))
+        RawValue::from_string(full).map(MessageJson::Read).map_err(|e| unreadable(&e))
     }
 
     /// The message, parsed back from its text.

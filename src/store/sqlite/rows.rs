@@ -148,8 +148,17 @@ pub fn message_json(row: &Row) -> rusqlite::Result<Option<MessageJson>> {
         return Err(rusqlite::Error::FromSqlConversionFailure(1, rusqlite::types::Type::Text, role.into()));
     }
     let (id, content, created_at) = (text(0)?.unwrap_or_default(), text(2)?, text(8)?.unwrap_or_default());
-    let mut out = String::with_capacity(128 + id.len() + content.map_or(4, str::len));
+    let (name, tool_call_id, tool_calls, metadata) = (text(3)?, text(4)?, text(5)?, text(7)?);
+    // The members' names and quotes take 150 bytes: with room for a few escapes, the
+    // text is written without growing.
+    let columns = [Some(id), Some(role), content, name, tool_call_id, tool_calls, metadata, Some(created_at)];
+    let mut out = String::with_capacity(192 + columns.iter().map(|c| c.map_or(4, str::len)).sum::<usize>());
     let string = |out: &mut String, s: Option<&str>| match s {
+        Some(s) if !s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) => {
+            out.push('"');
+            out.push_str(s);
+            out.push('"');
+        }
         Some(s) => out.push_str(&serde_json::to_string(s).unwrap_or_default()),
         None => out.push_str("null"),
     };
@@ -161,18 +170,18 @@ pub fn message_json(row: &Row) -> rusqlite::Result<Option<MessageJson>> {
     out.push_str(r#","content":"#);
     raw(&mut out, content);
     out.push_str(r#","name":"#);
-    string(&mut out, text(3)?);
+    string(&mut out, name);
     out.push_str(r#","tool_call_id":"#);
-    string(&mut out, text(4)?);
+    string(&mut out, tool_call_id);
     out.push_str(r#","tool_calls":"#);
-    raw(&mut out, text(5)?);
+    raw(&mut out, tool_calls);
     out.push_str(r#","images":null,"metadata":"#);
-    raw(&mut out, text(7)?);
+    raw(&mut out, metadata);
     out.push_str(r#","created_at":"#);
     string(&mut out, Some(created_at));
     out.push('}');
     RawValue::from_string(out)
-        .map(|json| Some(json.into()))
+        .map(|json| Some(MessageJson::Read(json)))
         .map_err(|e| rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, Box::new(e)))
 }
 
