@@ -100,7 +100,9 @@ fn work(jobs: &Receiver<Job>, idle: &Weak<Idle>) {
         if let Some(idle) = idle.upgrade() {
             idle.lock().unwrap_or_else(PoisonError::into_inner).push(home);
         }
-        finish();
+        // Dropping a result nobody waits for any more runs its code here: a panic in it
+        // must not end a worker that is already on the idle stack.
+        let _ = std::panic::catch_unwind(AssertUnwindSafe(finish));
     }
 }
 

@@ -254,7 +254,8 @@ async fn flush(store: &dyn Store) -> Result<u8, Fail> {
 }
 
 /// The runtime the store and the operations run on. Blocking work runs on bounded pools
-/// (`convo::pool`); this is a ceiling under them.
+/// of their own threads (`convo::pool`); tokio's blocking threads only wait for the
+/// writer thread at the end, and 32 is a ceiling on them.
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().max_blocking_threads(32).build()
 }

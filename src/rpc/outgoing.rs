@@ -149,14 +149,18 @@ impl Pieces {
         }
     }
 
-    /// Appends a JSON array of the messages.
-    pub fn messages(&mut self, messages: Vec<MessageJson>) {
+    /// Appends a JSON array of the messages; an error object once the text is over the
+    /// reply limit, so that a reply to be refused is not copied whole first.
+    pub fn messages(&mut self, messages: Vec<MessageJson>) -> Result<(), ErrorObjectOwned> {
         self.raw("[");
         for (i, message) in messages.into_iter().enumerate() {
             if i > 0 {
                 self.raw(",");
             }
             self.len += message.get().len();
+            if self.len > self.max {
+                return Err(reply_too_large(self.max));
+            }
             if message.get().len() < SHARE_MIN {
                 self.open.extend_from_slice(message.get().as_bytes());
             } else {
@@ -165,6 +169,7 @@ impl Pieces {
             }
         }
         self.raw("]");
+        Ok(())
     }
 
     fn close_text(&mut self) {
@@ -234,6 +239,7 @@ mod tests {
     use super::*;
     use jsonrpsee::ResponsePayload;
     use jsonrpsee::types::Id;
+    use serde_json::value::RawValue;
 
     #[test]
     fn replies_carry_the_id_as_written() {
@@ -254,6 +260,21 @@ mod tests {
             error_reply(None, plain(-32700, "bad")),
             r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad"}}"#
         );
+    }
+
+    #[test]
+    fn messages_stop_at_the_reply_limit() {
+        let written = Written::new(100);
+        let message = || MessageJson::Read(RawValue::from_string(format!("\"{}\"", "x".repeat(40))).unwrap());
+        let mut pieces = written.pieces();
+        let refused = pieces.messages((0..1000).map(|_| message()).collect()).unwrap_err();
+        assert_eq!(refused.code(), 1005);
+        assert!(pieces.open.len() <= 100, "copied {} bytes of a reply it refuses", pieces.open.len());
+        let mut pieces = written.pieces();
+        pieces.messages(vec![message(), message()]).unwrap();
+        written.put(pieces).unwrap();
+        let text: String = written.take().unwrap().iter().map(|p| std::str::from_utf8(p.bytes()).unwrap()).collect();
+        assert_eq!(text, format!("[\"{x}\",\"{x}\"]", x = "x".repeat(40)));
     }
 
     #[test]

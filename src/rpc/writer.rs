@@ -30,7 +30,7 @@ pub enum Part {
 }
 
 impl Part {
-    fn bytes(&self) -> &[u8] {
+    pub fn bytes(&self) -> &[u8] {
         match self {
             Part::Text(text) => text.as_bytes(),
             Part::Static(text) => text.as_bytes(),
@@ -41,7 +41,8 @@ impl Part {
 
 /// One JSON message to write: `head`, then each of `parts`. A reply to `history` is its
 /// head and the store's message texts between the commas and brackets, so the largest
-/// replies are never built whole. `hold` is its share of the output budget, given back
+/// replies are never built whole (but for a batch's, whose replies are joined in one
+/// text). `hold` is its share of the output budget, given back
 /// once it is written.
 #[derive(Debug)]
 pub struct Reply {
@@ -214,7 +215,8 @@ fn spawn_thread(
     framing: Arc<FramingCell>,
 ) -> io::Result<Writer> {
     let thread = std::thread::Builder::new().name("convo-writer".into()).spawn(move || {
-        let mut out = output;
+        // A file or terminal: without a buffer, each shared part would be a write of its own.
+        let mut out = io::BufWriter::with_capacity(COALESCE, output);
         let mut batch = Batch::default();
         let mut broken = false;
         while let Some(first) = rx.blocking_recv() {

@@ -39,7 +39,7 @@ impl Splice for SessionDict {
         into.raw(r#","cwd":"#);
         into.json(&self.cwd)?;
         into.raw(r#","messages":"#);
-        into.messages(self.messages);
+        into.messages(self.messages)?;
         into.raw("}");
         Ok(())
     }

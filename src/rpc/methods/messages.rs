@@ -138,7 +138,7 @@ pub async fn history(ctx: Arc<Ctx>, p: HistoryParams, _: Arc<Call>) -> Result<Re
 impl Splice for History {
     fn splice(self, into: &mut Pieces) -> std::result::Result<(), ErrorObjectOwned> {
         into.raw(r#"{"messages":"#);
-        into.messages(self.messages);
+        into.messages(self.messages)?;
         into.raw(r#","revision":"#);
         into.json(&self.revision)?;
         into.raw(r#","repaired":"#);
