@@ -91,28 +91,37 @@ pub struct HistoryPage<M = Arc<Message>> {
 }
 
 /// A message as the JSON text it serializes to: shared by a store that keeps the text
-/// (the same allocation in every reply), or read for the one reply it goes into (a
-/// database row), without the copy that sharing it would cost.
+/// (the same allocation in every reply), or made for the one reply it goes into, without
+/// the copy that sharing it would cost.
 #[derive(Debug, Clone)]
 pub enum MessageJson {
     Kept(Arc<RawValue>),
     Read(Box<RawValue>),
+    /// Spliced from a database row's columns, each checked to be one JSON value: valid as
+    /// a whole, so not parsed again (`sqlite::rows::message_json`).
+    Built(String),
 }
 
-impl std::ops::Deref for MessageJson {
-    type Target = RawValue;
-
-    fn deref(&self) -> &RawValue {
+impl MessageJson {
+    pub fn get(&self) -> &str {
         match self {
-            MessageJson::Kept(json) => json,
-            MessageJson::Read(json) => json,
+            MessageJson::Kept(json) => json.get(),
+            MessageJson::Read(json) => json.get(),
+            MessageJson::Built(json) => json,
         }
     }
 }
 
 impl serde::Serialize for MessageJson {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
-        (**self).serialize(serializer)
+        match self {
+            MessageJson::Kept(json) => json.serialize(serializer),
+            MessageJson::Read(json) => json.serialize(serializer),
+            MessageJson::Built(json) => {
+                let raw: &RawValue = serde_json::from_str(json).map_err(serde::ser::Error::custom)?;
+                raw.serialize(serializer)
+            }
+        }
     }
 }
 

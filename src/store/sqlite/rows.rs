@@ -2,7 +2,6 @@
 //! hash in `blobs`, counted by the message rows that name them.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -127,8 +126,9 @@ pub fn message(row: &Row) -> rusqlite::Result<Message> {
 
 /// A message row as the JSON text `Message` serializes to (every field, in order), spliced
 /// from its columns, which hold JSON text already; `None` when the message has images,
-/// whose data is in `blobs`. The text is checked to be JSON before it is handed out, so a
-/// damaged row cannot break a reply.
+/// whose data is in `blobs`. Each column is checked to be one JSON value on one line
+/// before it is handed out, so a damaged row cannot break a reply or its framing; the
+/// rest of the text is written here, so the whole is not parsed again.
 pub fn message_json(row: &Row) -> rusqlite::Result<Option<MessageJson>> {
     use rusqlite::types::ValueRef;
     if !matches!(row.get_ref(6)?, ValueRef::Null) {
@@ -143,18 +143,29 @@ pub fn message_json(row: &Row) -> rusqlite::Result<Option<MessageJson>> {
                 .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, value.data_type(), Box::new(e))),
         }
     };
+    let json = |i: usize| -> rusqlite::Result<Option<&str>> {
+        let value = text(i)?;
+        match value {
+            Some(json) if !is_one_json_line(json) => Err(rusqlite::Error::FromSqlConversionFailure(
+                i,
+                rusqlite::types::Type::Text,
+                format!("not one JSON value: {json:.80}").into(),
+            )),
+            _ => Ok(value),
+        }
+    };
     let role = text(1)?.unwrap_or_default();
     if parse_role(role).is_none() {
         return Err(rusqlite::Error::FromSqlConversionFailure(1, rusqlite::types::Type::Text, role.into()));
     }
-    let (id, content, created_at) = (text(0)?.unwrap_or_default(), text(2)?, text(8)?.unwrap_or_default());
-    let (name, tool_call_id, tool_calls, metadata) = (text(3)?, text(4)?, text(5)?, text(7)?);
+    let (id, created_at) = (text(0)?.unwrap_or_default(), text(8)?.unwrap_or_default());
+    let (content, name, tool_call_id, tool_calls, metadata) = (json(2)?, text(3)?, text(4)?, json(5)?, json(7)?);
     // The members' names and quotes take 150 bytes: with room for a few escapes, the
     // text is written without growing.
     let columns = [Some(id), Some(role), content, name, tool_call_id, tool_calls, metadata, Some(created_at)];
     let mut out = String::with_capacity(192 + columns.iter().map(|c| c.map_or(4, str::len)).sum::<usize>());
     let string = |out: &mut String, s: Option<&str>| match s {
-        Some(s) if !s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) => {
+        Some(s) if !s.bytes().any(needs_escape) => {
             out.push('"');
             out.push_str(s);
             out.push('"');
@@ -180,9 +191,25 @@ pub fn message_json(row: &Row) -> rusqlite::Result<Option<MessageJson>> {
     out.push_str(r#","created_at":"#);
     string(&mut out, Some(created_at));
     out.push('}');
-    RawValue::from_string(out)
-        .map(|json| Some(MessageJson::Read(json)))
-        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, Box::new(e)))
+    Ok(Some(MessageJson::Built(out)))
+}
+
+/// What a JSON string cannot hold unescaped (serde_json escapes exactly these).
+fn needs_escape(b: u8) -> bool {
+    b == b'"' || b == b'\\' || b < 0x20
+}
+
+/// Whether `text` is one JSON value with no line break in it. A string without escapes,
+/// the common content, is checked by a scan; anything else is parsed.
+fn is_one_json_line(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    if let [b'"', inner @ .., b'"'] = bytes {
+        // No short cut: the scan is branch-free and vectorizes.
+        if !inner.iter().fold(false, |seen, &b| seen | needs_escape(b)) {
+            return true;
+        }
+    }
+    !bytes.iter().any(|&b| b == b'\n' || b == b'\r') && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
 }
 
 /// Replaces each image hash of `message` by the image it names.
@@ -349,5 +376,35 @@ mod tests {
         let mut row = stored(&m);
         row[1] = Some("wizard".into());
         assert!(spliced(row.each_ref().map(Option::as_deref)).is_err());
+        // Each JSON column must be one value on one line: anything else would break the
+        // reply, or its line in NDJSON framing.
+        for (column, damaged) in [
+            (2, "\"a\"b\""),
+            (2, "\"tab\there\""),
+            (2, "\"a\" \"b\""),
+            (2, "\""),
+            (2, "1 2"),
+            (2, "[1,\n2]"),
+            (2, "\r\"hi\""),
+            (2, ""),
+            (5, "[{\"id\":\"c1\"}"),
+            (7, "{\"a\":\n1}"),
+        ] {
+            let mut row = stored(&m);
+            row[column] = Some(damaged.into());
+            assert!(spliced(row.each_ref().map(Option::as_deref)).is_err(), "{damaged:?} in column {column}");
+        }
+        for (column, member, fine) in [
+            (2, "content", "\"\""),
+            (2, "content", "\"esc\\\"aped\\n\""),
+            (2, "content", " [1, 2] "),
+            (7, "metadata", "{}"),
+        ] {
+            let mut row = stored(&m);
+            row[column] = Some(fine.into());
+            let text = spliced(row.each_ref().map(Option::as_deref)).unwrap().expect("no images");
+            let parsed: Value = serde_json::from_str(text.get()).unwrap();
+            assert_eq!(parsed[member], serde_json::from_str::<Value>(fine).unwrap(), "{fine:?}");
+        }
     }
 }
