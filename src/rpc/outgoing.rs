@@ -69,9 +69,7 @@ pub trait Answer: Send + 'static {
 
 impl<T: Serialize + Send + 'static> Answer for T {
     fn answer(self, to: &Written) -> Result<(), ErrorObjectOwned> {
-        let mut pieces = to.pieces();
-        pieces.json(&self)?;
-        to.put(pieces)
+        to.write(|pieces| pieces.json(&self))
     }
 }
 
@@ -97,19 +95,18 @@ impl Written {
         Written { max, result: Mutex::new(None) }
     }
 
-    /// Where to write the result.
-    pub fn pieces(&self) -> Pieces {
-        Pieces { parts: Vec::new(), open: Vec::with_capacity(256), len: 0, max: self.max }
-    }
-
-    /// Keeps the result written in `pieces`; an error object when it is over the reply
-    /// limit.
-    pub fn put(&self, pieces: Pieces) -> Result<(), ErrorObjectOwned> {
+    /// Keeps the result `write` puts in its pieces; an error object when it is over the
+    /// reply limit.
+    pub fn write(
+        &self,
+        write: impl FnOnce(&mut Pieces) -> Result<(), ErrorObjectOwned>,
+    ) -> Result<(), ErrorObjectOwned> {
+        let mut pieces = Pieces { parts: Vec::new(), open: Vec::with_capacity(256), len: 0, max: self.max };
+        write(&mut pieces)?;
         if pieces.len > self.max {
             return Err(reply_too_large(self.max));
         }
-        let parts = pieces.finish();
-        *self.result.lock().unwrap_or_else(PoisonError::into_inner) = Some(parts);
+        *self.result.lock().unwrap_or_else(PoisonError::into_inner) = Some(pieces.finish());
         Ok(())
     }
 
@@ -266,14 +263,18 @@ mod tests {
     fn messages_stop_at_the_reply_limit() {
         let written = Written::new(100);
         let message = || MessageJson::Read(RawValue::from_string(format!("\"{}\"", "x".repeat(40))).unwrap());
-        let mut pieces = written.pieces();
-        let refused = pieces.messages((0..1000).map(|_| message()).collect()).unwrap_err();
+        let mut copied = 0;
+        let refused = written
+            .write(|pieces| {
+                let refused = pieces.messages((0..1000).map(|_| message()).collect());
+                copied = pieces.open.len();
+                refused
+            })
+            .unwrap_err();
         assert_eq!(refused.code(), 1005);
-        assert!(pieces.open.len() <= 100, "copied {} bytes of a reply it refuses", pieces.open.len());
-        let mut pieces = written.pieces();
-        pieces.messages(vec![message(), message()]).unwrap();
-        written.put(pieces).unwrap();
-        let text: String = written.take().unwrap().iter().map(|p| std::str::from_utf8(p.bytes()).unwrap()).collect();
+        assert!(copied <= 100, "copied {copied} bytes of a reply it refuses");
+        written.write(|pieces| pieces.messages(vec![message(), message()])).unwrap();
+        let text: String = written.take().unwrap().iter().map(Part::text).collect();
         assert_eq!(text, format!("[\"{x}\",\"{x}\"]", x = "x".repeat(40)));
     }
 

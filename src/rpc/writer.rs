@@ -30,11 +30,11 @@ pub enum Part {
 }
 
 impl Part {
-    pub fn bytes(&self) -> &[u8] {
+    pub fn text(&self) -> &str {
         match self {
-            Part::Text(text) => text.as_bytes(),
-            Part::Static(text) => text.as_bytes(),
-            Part::Shared(json) => json.get().as_bytes(),
+            Part::Text(text) => text,
+            Part::Static(text) => text,
+            Part::Shared(json) => json.get(),
         }
     }
 }
@@ -42,8 +42,7 @@ impl Part {
 /// One JSON message to write: `head`, then each of `parts`. A reply to `history` is its
 /// head and the store's message texts between the commas and brackets, so the largest
 /// replies are never built whole (but for a batch's, whose replies are joined in one
-/// text). `hold` is its share of the output budget, given back
-/// once it is written.
+/// text). `hold` is its share of the output budget, given back once it is written.
 #[derive(Debug)]
 pub struct Reply {
     head: String,
@@ -54,7 +53,7 @@ pub struct Reply {
 
 impl Reply {
     pub fn new(head: String, parts: Vec<Part>) -> Self {
-        let len = head.len() + parts.iter().map(|p| p.bytes().len()).sum::<usize>();
+        let len = head.len() + parts.iter().map(|p| p.text().len()).sum::<usize>();
         Reply { head, parts, len, hold: None }
     }
 
@@ -75,13 +74,7 @@ impl Reply {
     pub fn into_string(self) -> String {
         let mut s = self.head;
         s.reserve(self.len - s.len());
-        for part in &self.parts {
-            match part {
-                Part::Text(text) => s.push_str(text),
-                Part::Static(text) => s.push_str(text),
-                Part::Shared(json) => s.push_str(json.get()),
-            }
-        }
+        self.parts.iter().for_each(|part| s.push_str(part.text()));
         s
     }
 }
@@ -168,7 +161,7 @@ impl Batch {
             for part in reply.parts {
                 match part {
                     Part::Shared(json) => self.shared.push((self.frame.len(), json)),
-                    part => self.frame.extend_from_slice(part.bytes()),
+                    part => self.frame.extend_from_slice(part.text().as_bytes()),
                 }
             }
             framing.close(&mut self.frame);

@@ -35,12 +35,10 @@ impl<T: Serialize> Reply<T> {
 
 impl<T: Splice + Send + 'static> Answer for Reply<T> {
     fn answer(self, to: &Written) -> std::result::Result<(), ErrorObjectOwned> {
-        let mut pieces = to.pieces();
-        match self {
-            Reply::Made(made) => made.splice(&mut pieces)?,
-            Reply::Rewritten(value) => pieces.json(&value)?,
-        }
-        to.put(pieces)
+        to.write(|pieces| match self {
+            Reply::Made(made) => made.splice(pieces),
+            Reply::Rewritten(value) => pieces.json(&value),
+        })
     }
 }
 

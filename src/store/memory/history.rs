@@ -46,10 +46,9 @@ impl Kept {
             && m.metadata.is_none()
             && matches!(&m.content, Value::String(s) if s.len() <= SHORT_CONTENT);
         let json = if short {
-            let short = Short { id: &m.id, role: m.role, content: &m.content, created_at: &m.created_at };
-            serde_json::value::to_raw_value(&short).map(Arc::from).map_err(|e| Error::Internal(e.to_string()))?
+            text_of(&Short { id: &m.id, role: m.role, content: &m.content, created_at: &m.created_at })?
         } else {
-            serde_json::value::to_raw_value(m).map(Arc::from).map_err(|e| Error::Internal(e.to_string()))?
+            text_of(m)?
         };
         Ok(Kept { json, role: m.role, short })
     }
@@ -74,6 +73,11 @@ impl Kept {
     pub fn message(&self) -> Result<Message> {
         serde_json::from_str(self.json.get()).map_err(|e| unreadable(&e))
     }
+}
+
+/// `value`'s JSON text, to keep.
+fn text_of(value: &impl serde::Serialize) -> Result<Arc<RawValue>> {
+    serde_json::value::to_raw_value(value).map(Arc::from).map_err(|e| Error::Internal(e.to_string()))
 }
 
 /// The error for a stored text that does not read back: a bug, never the client's input.
