@@ -337,19 +337,19 @@ impl Ops {
                 return Err(failed(Failure::Error(error)));
             }
             Err(Failure::Cancelled) => {
-                let kept = self.store.keep_draft(&stream_id, DraftEnd::Cancelled).await?;
+                let kept = self.store.settle_draft(&stream_id, DraftEnd::Cancelled).await?;
                 return Err(Error::Cancelled { message_ids: kept.map(|k| k.message_ids).unwrap_or_default() });
             }
             Err(failure) => {
                 let end = if matches!(failure, Failure::Disconnected) { DraftEnd::Cancelled } else { DraftEnd::Error };
-                self.store.keep_draft(&stream_id, end).await?;
+                self.store.settle_draft(&stream_id, end).await?;
                 return Err(failed(failure));
             }
         };
         let answer = match check_answer(&response, false) {
             Ok(answer) => answer,
             Err(e) => {
-                self.store.keep_draft(&stream_id, DraftEnd::Error).await?;
+                self.store.settle_draft(&stream_id, DraftEnd::Error).await?;
                 return Err(e);
             }
         };
@@ -396,7 +396,7 @@ fn retry_note(errors: &[(String, String)]) -> String {
 pub async fn sweep_crashed_drafts(store: &dyn Store) -> Result<usize> {
     let mut kept = 0;
     for stream_id in store.stale_drafts(now_ms() - STALE_AFTER_MS).await? {
-        if store.keep_draft(&stream_id, DraftEnd::Crashed).await?.is_some() {
+        if store.settle_draft(&stream_id, DraftEnd::Crashed).await?.is_some() {
             kept += 1;
         }
     }

@@ -1,12 +1,19 @@
-//! Where sessions live. `Store` is the one interface every backend implements; each
-//! mutation applies the conversation rules (`crate::session`) inside its own atomic step,
-//! checks `expected_revision` there, and either takes effect whole or not at all.
+//! Where sessions live. `Store` is what every backend implements, split by concern
+//! (`Sessions`, `Histories`, `Drafts`, `SearchIndex`, `ImageStore`, `ChangeFeed`,
+//! `Checks`); each mutation applies the conversation rules (`crate::session`) inside its
+//! own atomic step, checks `expected_revision` there, and either takes effect whole or
+//! not at all.
+//!
+//! Backends: `memory` (persistent vectors in the process), and the two SQL stores,
+//! `sqlite` and `postgres`, which share their data model and algorithms (`sql`) and
+//! differ only in the statements they run. A new backend goes in a folder of its own
+//! beside them, and `StoreSpec` learns to open it.
 
 pub mod feed;
 mod memory;
 mod postgres;
 pub mod queued;
-mod row;
+pub(crate) mod sql;
 mod sqlite;
 
 use std::path::PathBuf;
@@ -95,19 +102,19 @@ pub struct HistoryPage<M = Arc<Message>> {
 /// the copy that sharing it would cost.
 #[derive(Debug, Clone)]
 pub enum MessageJson {
-    Kept(Arc<RawValue>),
+    Shared(Arc<RawValue>),
     Read(Box<RawValue>),
     /// Spliced from a database row's columns, each checked to be one JSON value: valid as
     /// a whole, so not parsed again (`sqlite::rows::message_json`).
-    Built(String),
+    Spliced(String),
 }
 
 impl MessageJson {
     pub fn get(&self) -> &str {
         match self {
-            MessageJson::Kept(json) => json.get(),
+            MessageJson::Shared(json) => json.get(),
             MessageJson::Read(json) => json.get(),
-            MessageJson::Built(json) => json,
+            MessageJson::Spliced(json) => json,
         }
     }
 }
@@ -115,9 +122,9 @@ impl MessageJson {
 impl serde::Serialize for MessageJson {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
         match self {
-            MessageJson::Kept(json) => json.serialize(serializer),
+            MessageJson::Shared(json) => json.serialize(serializer),
             MessageJson::Read(json) => json.serialize(serializer),
-            MessageJson::Built(json) => {
+            MessageJson::Spliced(json) => {
                 let raw: &RawValue = serde_json::from_str(json).map_err(serde::ser::Error::custom)?;
                 raw.serialize(serializer)
             }
@@ -137,8 +144,9 @@ pub fn message_json(message: &Message) -> Result<MessageJson> {
     serde_json::value::to_raw_value(message).map(MessageJson::Read).map_err(|e| Error::Internal(e.to_string()))
 }
 
+/// Sessions as wholes: create, read, list, change their fields, delete, fork, import.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Sessions: Send + Sync + 'static {
     /// `memory`, `sqlite` or `postgres`, as `initialize` reports it.
     fn kind(&self) -> &'static str;
 
@@ -171,6 +179,27 @@ pub trait Store: Send + Sync + 'static {
     /// their forks keep their history.
     async fn delete_many(&self, doomed: Doomed) -> Result<u64>;
 
+    /// Copies a session, its history up to and including `at_message_id` when given, in
+    /// time that does not grow with the history's length.
+    async fn fork(
+        &self,
+        session_id: &str,
+        new_session_id: Option<String>,
+        at_message_id: Option<String>,
+    ) -> Result<SessionInfo>;
+
+    /// Stores a whole imported session (already checked by `session::plan_import`);
+    /// with `replace`, over an existing one, continuing its revision count.
+    /// `expected_revision` is checked against the session replaced (none there: 1001).
+    async fn import(&self, import: Import, replace: bool, expected_revision: Option<u64>) -> Result<SessionInfo>;
+
+    /// Makes every acknowledged write durable; called before the server exits.
+    async fn flush(&self) -> Result<()>;
+}
+
+/// A session's history: append, read a page, and the edits that drop messages.
+#[async_trait]
+pub trait Histories: Send + Sync + 'static {
     /// Appends `messages` (fresh ids, already field-checked) under the rules of
     /// `session::plan_append`, all or nothing.
     async fn append(
@@ -223,34 +252,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// Drops every message, keeping the system prompt, cwd, title and metadata.
     async fn clear(&self, session_id: &str, expected_revision: Option<u64>) -> Result<Removed>;
+}
 
-    /// Copies a session, its history up to and including `at_message_id` when given, in
-    /// time that does not grow with the history's length.
-    async fn fork(
-        &self,
-        session_id: &str,
-        new_session_id: Option<String>,
-        at_message_id: Option<String>,
-    ) -> Result<SessionInfo>;
-
-    /// Stores a whole imported session (already checked by `session::plan_import`);
-    /// with `replace`, over an existing one, continuing its revision count.
-    /// `expected_revision` is checked against the session replaced (none there: 1001).
-    async fn import(&self, import: Import, replace: bool, expected_revision: Option<u64>) -> Result<SessionInfo>;
-
-    /// The base64 of the image whose ref (`session::image`) is `reference`, if the store
-    /// holds it.
-    async fn image(&self, reference: &str) -> Result<Option<String>>;
-
-    /// The messages matching `query` (`session::search`), best match first, ties by
-    /// session id then index; a message shared by forks once per session holding it.
-    /// Only `session_id`'s history when given (1001 if there is no such session); the
-    /// results `offset..offset + limit` of that order.
-    async fn search(&self, query: &Query, session_id: Option<&str>, offset: u64, limit: u64) -> Result<Vec<Found>>;
-
-    /// Makes every acknowledged write durable; called before the server exits.
-    async fn flush(&self) -> Result<()>;
-
+/// The drafts of streams in progress (`session/stream`), kept so that a crash mid-stream
+/// leaves the partial answer, not nothing.
+#[async_trait]
+pub trait Drafts: Send + Sync + 'static {
     /// Appends a completed stream's messages as `append` does and drops its draft, in
     /// one step (so a crash cannot keep both the answer and the draft).
     async fn append_finishing(
@@ -272,22 +279,54 @@ pub trait Store: Send + Sync + 'static {
 
     /// Turns a draft into messages (`Draft::into_messages`, appended under the rules
     /// with no revision check) and drops it, in one step. `None` when the draft is gone
-    /// (another process kept it) or its session is.
-    async fn keep_draft(&self, stream_id: &str, end: DraftEnd) -> Result<Option<Appended>>;
+    /// (another process settled it) or its session is.
+    async fn settle_draft(&self, stream_id: &str, end: DraftEnd) -> Result<Option<Appended>>;
 
     /// The drafts whose owner has not refreshed them since `before` (Unix milliseconds).
     async fn stale_drafts(&self, before: i64) -> Result<Vec<String>>;
+}
 
+/// Full-text search over every history.
+#[async_trait]
+pub trait SearchIndex: Send + Sync + 'static {
+    /// The messages matching `query` (`session::search`), best match first, ties by
+    /// session id then index; a message shared by forks once per session holding it.
+    /// Only `session_id`'s history when given (1001 if there is no such session); the
+    /// results `offset..offset + limit` of that order.
+    async fn search(&self, query: &Query, session_id: Option<&str>, offset: u64, limit: u64) -> Result<Vec<Found>>;
+}
+
+/// Images, kept once by content.
+#[async_trait]
+pub trait ImageStore: Send + Sync + 'static {
+    /// The base64 of the image whose ref (`session::image`) is `reference`, if the store
+    /// holds it.
+    async fn image(&self, reference: &str) -> Result<Option<String>>;
+}
+
+/// Every committed change, for `session/subscribe`.
+pub trait ChangeFeed: Send + Sync + 'static {
     /// Watches every change committed from now on, by this process or (for a store
     /// several processes share) by any other.
     fn watch(&self) -> Arc<feed::Watcher>;
+}
 
-    /// Checks the store's own consistency (`convo fsck`): each finding is a sentence,
-    /// none when all is well. A backend without checks of its own finds nothing.
+/// The store's own consistency (`convo fsck`).
+#[async_trait]
+pub trait Checks: Send + Sync + 'static {
+    /// Each finding is a sentence, none when all is well. A backend without checks of
+    /// its own finds nothing.
     async fn check(&self) -> Result<Vec<String>> {
         Ok(Vec::new())
     }
 }
+
+/// Everything a backend provides, one concern per trait: a new backend implements them
+/// one at a time (the SQL ones through `sql`, which writes their algorithms once).
+/// `ops` is the only user.
+pub trait Store: Sessions + Histories + Drafts + SearchIndex + ImageStore + ChangeFeed + Checks {}
+
+impl<T: Sessions + Histories + Drafts + SearchIndex + ImageStore + ChangeFeed + Checks> Store for T {}
 
 /// The backends `--store` can name: `memory`, `sqlite` (the default path),
 /// `sqlite:PATH` (a file name, never an SQLite URI, in a folder that exists), or a

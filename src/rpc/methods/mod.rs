@@ -266,7 +266,7 @@ mod tests {
     }
 
     fn messages() -> Vec<MessageJson> {
-        let kept = |text: &str| MessageJson::Kept(Arc::from(RawValue::from_string(text.to_owned()).unwrap()));
+        let kept = |text: &str| MessageJson::Shared(Arc::from(RawValue::from_string(text.to_owned()).unwrap()));
         let long = Message::new(Role::User, serde_json::json!("\"é\"\n".repeat(300)));
         vec![
             kept(r#"{"id":"a","content":"short"}"#),

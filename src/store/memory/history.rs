@@ -56,7 +56,7 @@ impl Kept {
     /// The text `Message` serializes to.
     pub fn full(&self) -> Result<MessageJson> {
         if !self.short {
-            return Ok(MessageJson::Kept(self.json.clone()));
+            return Ok(MessageJson::Shared(self.json.clone()));
         }
         let text = self.json.get();
         // The last member is `created_at`, and no JSON string holds an unescaped `"`.

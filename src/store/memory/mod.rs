@@ -23,7 +23,10 @@ use crate::session::{
     compaction_message, new_session_id, now, plan_append, rewind_keeps, turns_cut,
 };
 use crate::store::feed::{Change, ChangeKind, Feed, Watcher};
-use crate::store::{Appended, Compacted, Doomed, Found, HistoryPage, MessageJson, Removed, Rewound, Store};
+use crate::store::{
+    Appended, ChangeFeed, Checks, Compacted, Doomed, Drafts, Found, Histories, HistoryPage, ImageStore, MessageJson,
+    Removed, Rewound, SearchIndex, Sessions,
+};
 use history::{History, Kept};
 
 #[derive(Default)]
@@ -79,10 +82,10 @@ impl Entry {
     }
 }
 
-type Sessions = HashMap<String, Entry>;
+type Table = HashMap<String, Entry>;
 
 impl MemoryStore {
-    fn lock(&self) -> MutexGuard<'_, Sessions> {
+    fn lock(&self) -> MutexGuard<'_, Table> {
         // Mutations check before they change, and nothing they change can panic (short of
         // running out of memory), so a panic elsewhere cannot have left an entry torn.
         self.sessions.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -113,7 +116,7 @@ impl MemoryStore {
     /// session) when given; returns the archive's id and the session's new revision.
     fn replace_history(
         &self,
-        sessions: &mut Sessions,
+        sessions: &mut Table,
         session_id: &str,
         history: History,
         archived: Option<Entry>,
@@ -148,7 +151,7 @@ impl MemoryStore {
 
     fn append_locked(
         &self,
-        mut sessions: MutexGuard<'_, Sessions>,
+        mut sessions: MutexGuard<'_, Table>,
         session_id: &str,
         messages: Vec<Message>,
         expected_revision: Option<u64>,
@@ -211,7 +214,7 @@ fn not_found(session_id: &str) -> Error {
     Error::SessionNotFound(session_id.to_owned())
 }
 
-fn free_id(sessions: &Sessions, wanted: Option<String>) -> Result<String> {
+fn free_id(sessions: &Table, wanted: Option<String>) -> Result<String> {
     match wanted {
         Some(id) if sessions.contains_key(&id) => Err(Error::SessionExists(id)),
         Some(id) => Ok(id),
@@ -220,7 +223,7 @@ fn free_id(sessions: &Sessions, wanted: Option<String>) -> Result<String> {
 }
 
 #[async_trait]
-impl Store for MemoryStore {
+impl Sessions for MemoryStore {
     fn kind(&self) -> &'static str {
         "memory"
     }
@@ -296,6 +299,61 @@ impl Store for MemoryStore {
         Ok(deleted)
     }
 
+    async fn fork(
+        &self,
+        session_id: &str,
+        new_session_id: Option<String>,
+        at_message_id: Option<String>,
+    ) -> Result<SessionInfo> {
+        let mut sessions = self.lock();
+        let parent = sessions.get(session_id).ok_or_else(|| not_found(session_id))?;
+        let mut history = parent.history.clone();
+        if let Some(at) = at_message_id {
+            let index = history.index_of(&at).ok_or(Error::MessageNotFound(at))?;
+            history.keep_oldest(index + 1)?;
+        }
+        let forked_from = ForkPoint { session_id: session_id.to_owned(), message_id: history.last_id()? };
+        let entry = Entry::new(parent.fields.clone(), history, Some(forked_from));
+        let id = free_id(&sessions, new_session_id)?;
+        let info = entry.info(&id);
+        self.publish(&id, &entry, ChangeKind::Created);
+        sessions.insert(id, entry);
+        Ok(info)
+    }
+
+    async fn import(&self, import: Import, replace: bool, expected_revision: Option<u64>) -> Result<SessionInfo> {
+        let (history, kept) = History::of(&import.messages)?;
+        let mut entry = Entry::new(import.fields, history, None);
+        let mut sessions = self.lock();
+        let id = match import.session_id {
+            Some(id) if replace => {
+                match sessions.get(&id) {
+                    Some(old) => {
+                        check_revision(expected_revision, old.revision)?;
+                        entry.created_at = old.created_at.clone();
+                        entry.revision = old.revision + 1;
+                    }
+                    None if expected_revision.is_some() => return Err(not_found(&id)),
+                    None => {}
+                }
+                id
+            }
+            other => free_id(&sessions, other)?,
+        };
+        self.index_images(&import.messages, &kept);
+        let info = entry.info(&id);
+        self.publish(&id, &entry, ChangeKind::Imported);
+        sessions.insert(id, entry);
+        Ok(info)
+    }
+
+    async fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Histories for MemoryStore {
     async fn append(
         &self,
         session_id: &str,
@@ -387,89 +445,10 @@ impl Store for MemoryStore {
             self.replace_history(&mut sessions, session_id, history, archived, ChangeKind::Compacted)?;
         Ok(Compacted { removed: cut as u64, revision, summary_message_id, archived_session_id })
     }
+}
 
-    async fn fork(
-        &self,
-        session_id: &str,
-        new_session_id: Option<String>,
-        at_message_id: Option<String>,
-    ) -> Result<SessionInfo> {
-        let mut sessions = self.lock();
-        let parent = sessions.get(session_id).ok_or_else(|| not_found(session_id))?;
-        let mut history = parent.history.clone();
-        if let Some(at) = at_message_id {
-            let index = history.index_of(&at).ok_or(Error::MessageNotFound(at))?;
-            history.keep_oldest(index + 1)?;
-        }
-        let forked_from = ForkPoint { session_id: session_id.to_owned(), message_id: history.last_id()? };
-        let entry = Entry::new(parent.fields.clone(), history, Some(forked_from));
-        let id = free_id(&sessions, new_session_id)?;
-        let info = entry.info(&id);
-        self.publish(&id, &entry, ChangeKind::Created);
-        sessions.insert(id, entry);
-        Ok(info)
-    }
-
-    async fn import(&self, import: Import, replace: bool, expected_revision: Option<u64>) -> Result<SessionInfo> {
-        let (history, kept) = History::of(&import.messages)?;
-        let mut entry = Entry::new(import.fields, history, None);
-        let mut sessions = self.lock();
-        let id = match import.session_id {
-            Some(id) if replace => {
-                match sessions.get(&id) {
-                    Some(old) => {
-                        check_revision(expected_revision, old.revision)?;
-                        entry.created_at = old.created_at.clone();
-                        entry.revision = old.revision + 1;
-                    }
-                    None if expected_revision.is_some() => return Err(not_found(&id)),
-                    None => {}
-                }
-                id
-            }
-            other => free_id(&sessions, other)?,
-        };
-        self.index_images(&import.messages, &kept);
-        let info = entry.info(&id);
-        self.publish(&id, &entry, ChangeKind::Imported);
-        sessions.insert(id, entry);
-        Ok(info)
-    }
-
-    async fn image(&self, reference: &str) -> Result<Option<String>> {
-        let index = self.images.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let mut holders = index.get(reference).into_iter().flatten();
-        // What reading an image parses of the message holding it.
-        #[derive(serde::Deserialize)]
-        struct Images {
-            images: Option<Vec<String>>,
-        }
-        let image = |json: &RawValue, i: usize| -> Option<String> {
-            let mut images = serde_json::from_str::<Images>(json.get()).ok()?.images?;
-            (i < images.len()).then(|| images.swap_remove(i))
-        };
-        Ok(holders.find_map(|(json, i)| image(&json.upgrade()?, *i)))
-    }
-
-    async fn search(&self, query: &Query, session_id: Option<&str>, offset: u64, limit: u64) -> Result<Vec<Found>> {
-        // A snapshot under the lock (each history an O(1) clone), scanned without it.
-        let histories: Vec<_> = {
-            let sessions = self.lock();
-            match session_id {
-                Some(id) => {
-                    let entry = sessions.get(id).ok_or_else(|| not_found(id))?;
-                    vec![(id.to_owned(), entry.history.messages.clone())]
-                }
-                None => sessions.iter().map(|(id, e)| (id.clone(), e.history.messages.clone())).collect(),
-            }
-        };
-        scan::scan(histories, query, offset, limit)
-    }
-
-    async fn flush(&self) -> Result<()> {
-        Ok(())
-    }
-
+#[async_trait]
+impl Drafts for MemoryStore {
     async fn append_finishing(
         &self,
         session_id: &str,
@@ -503,7 +482,7 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn keep_draft(&self, stream_id: &str, end: DraftEnd) -> Result<Option<Appended>> {
+    async fn settle_draft(&self, stream_id: &str, end: DraftEnd) -> Result<Option<Appended>> {
         let sessions = self.lock();
         let Some(draft) = self.drafts().remove(stream_id) else { return Ok(None) };
         if !sessions.contains_key(&draft.session_id) {
@@ -513,14 +492,55 @@ impl Store for MemoryStore {
         self.append_locked(sessions, &session_id, draft.into_messages(end), None).map(Some)
     }
 
-    fn watch(&self) -> Arc<Watcher> {
-        self.feed.watch()
-    }
-
     async fn stale_drafts(&self, before: i64) -> Result<Vec<String>> {
         Ok(self.drafts().values().filter(|d| d.refreshed_at < before).map(|d| d.stream_id.clone()).collect())
     }
+}
 
+#[async_trait]
+impl SearchIndex for MemoryStore {
+    async fn search(&self, query: &Query, session_id: Option<&str>, offset: u64, limit: u64) -> Result<Vec<Found>> {
+        // A snapshot under the lock (each history an O(1) clone), scanned without it.
+        let histories: Vec<_> = {
+            let sessions = self.lock();
+            match session_id {
+                Some(id) => {
+                    let entry = sessions.get(id).ok_or_else(|| not_found(id))?;
+                    vec![(id.to_owned(), entry.history.messages.clone())]
+                }
+                None => sessions.iter().map(|(id, e)| (id.clone(), e.history.messages.clone())).collect(),
+            }
+        };
+        scan::scan(histories, query, offset, limit)
+    }
+}
+
+#[async_trait]
+impl ImageStore for MemoryStore {
+    async fn image(&self, reference: &str) -> Result<Option<String>> {
+        let index = self.images.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut holders = index.get(reference).into_iter().flatten();
+        // What reading an image parses of the message holding it.
+        #[derive(serde::Deserialize)]
+        struct Images {
+            images: Option<Vec<String>>,
+        }
+        let image = |json: &RawValue, i: usize| -> Option<String> {
+            let mut images = serde_json::from_str::<Images>(json.get()).ok()?.images?;
+            (i < images.len()).then(|| images.swap_remove(i))
+        };
+        Ok(holders.find_map(|(json, i)| image(&json.upgrade()?, *i)))
+    }
+}
+
+impl ChangeFeed for MemoryStore {
+    fn watch(&self) -> Arc<Watcher> {
+        self.feed.watch()
+    }
+}
+
+#[async_trait]
+impl Checks for MemoryStore {
     /// Each message reads back as it was kept, with an id no other message of its session
     /// has (what fork and `at_message_id` rely on), and no session was updated before it
     /// was created.

@@ -11,8 +11,8 @@ use tokio_postgres::types::ToSql;
 use crate::error::{Error, Result};
 use crate::session::image::describe;
 use crate::session::{Draft, Message, Role, SessionInfo, role_name};
-use crate::store::postgres::schema::pg;
-use crate::store::row::{SessionRow, parse_role};
+use crate::store::postgres::errors::pg;
+use crate::store::sql::{SessionRow, parse_role};
 
 pub const SESSION_COLUMNS: &str = "session_id, system, cwd, title, metadata, revision, created_at, updated_at, \
      forked_from_session, forked_from_message, segment, start, len";
@@ -79,10 +79,6 @@ pub async fn load_session(db: &Db, session_id: &str, for_update: bool) -> Result
     let lock = if for_update { " FOR UPDATE" } else { "" };
     let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = $1{lock}");
     query_opt(db, &sql, &[&session_id]).await?.map(|r| session(&r)).transpose()
-}
-
-pub async fn require_session(db: &Db, session_id: &str, for_update: bool) -> Result<SessionRow> {
-    load_session(db, session_id, for_update).await?.ok_or_else(|| Error::SessionNotFound(session_id.to_owned()))
 }
 
 /// Writes a session row whole: replaces the one with its id or, when `new`, inserts it,

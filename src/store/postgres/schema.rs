@@ -9,6 +9,9 @@
 use tokio_postgres::Client;
 
 use crate::error::{Error, Result};
+use crate::session::search::tsvector;
+use crate::session::{Message, Role};
+use crate::store::postgres::errors::pg;
 
 /// Migration `i` takes the schema from version `i` to `i + 1` (`meta.version`).
 const MIGRATIONS: &[&str] = &[
@@ -169,7 +172,7 @@ pub async fn migrate(client: &mut Client, schema: &str) -> Result<()> {
             describe_old_images(&tx).await?;
         }
         if i + 1 == 3 {
-            super::search::index_old_messages(&tx).await?;
+            index_old_messages(&tx).await?;
         }
         tx.execute("UPDATE meta SET version = $1", &[&(i as i64 + 1)]).await.map_err(pg)?;
         tracing::info!(version = i + 1, schema, "PostgreSQL schema migrated");
@@ -192,25 +195,18 @@ async fn describe_old_images(tx: &tokio_postgres::Transaction<'_>) -> Result<()>
     Ok(())
 }
 
-/// A failure of PostgreSQL or of the connection to it: the request did not take effect.
-pub fn pg(e: tokio_postgres::Error) -> Error {
-    Error::StorageUnavailable(describe(&e))
-}
-
-/// The error's text, with the server's message when there is one.
-pub fn describe(e: &tokio_postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => format!("PostgreSQL: {} ({})", db.message(), db.code().code()),
-        None if e.is_closed() => "the connection to PostgreSQL was lost".into(),
-        None => {
-            // tokio-postgres says what failed; the cause (refused, TLS, …) is its source.
-            let mut text = format!("PostgreSQL: {e}");
-            let mut source = std::error::Error::source(e);
-            while let Some(cause) = source {
-                text.push_str(&format!(": {cause}"));
-                source = cause.source();
-            }
-            text
-        }
+/// Gives every message stored before search existed (schema version 2) its words.
+pub async fn index_old_messages(tx: &tokio_postgres::Transaction<'_>) -> Result<()> {
+    let old = tx.query("SELECT segment, seq, content FROM messages", &[]).await.map_err(pg)?;
+    let update = tx
+        .prepare("UPDATE messages SET words = $3::text::tsvector WHERE segment = $1 AND seq = $2")
+        .await
+        .map_err(pg)?;
+    for row in old {
+        let (segment, seq, content): (i64, i64, String) = (row.get(0), row.get(1), row.get(2));
+        let mut message = Message::new(Role::User, serde_json::Value::Null);
+        message.content = serde_json::from_str(&content).map_err(|e| Error::StorageUnavailable(e.to_string()))?;
+        tx.execute(&update, &[&segment, &seq, &tsvector(&message)]).await.map_err(pg)?;
     }
+    Ok(())
 }

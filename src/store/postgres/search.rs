@@ -8,13 +8,10 @@
 use deadpool_postgres::ClientWrapper as Db;
 
 use crate::error::{Error, Result};
-use crate::session::search::{Query, content_text, tsvector};
-use crate::session::{Message, Role};
+use crate::session::search::content_text;
 use crate::store::Found;
-use crate::store::postgres::chain;
 use crate::store::postgres::rows::{self, query};
-use crate::store::postgres::schema::pg;
-use crate::store::row::parse_role;
+use crate::store::sql::{Hit, Place, Searching, Span, page_of_hits, parse_role};
 
 /// Every session holding each matching row, best first (`ts_rank`).
 const SEARCH_ALL: &str = "
@@ -33,34 +30,25 @@ const SEARCH_ALL: &str = "
     ORDER BY r.rank DESC, s.session_id, r.seq
     LIMIT $2 OFFSET $3";
 
-/// See `Store::search`; runs in one read snapshot.
-pub async fn search(db: &Db, query: &Query, session_id: Option<&str>, offset: u64, limit: u64) -> Result<Vec<Found>> {
+/// See `store::sql::Tx::search`; runs in one read snapshot.
+pub async fn search(db: &Db, searching: Searching<'_>) -> Result<Vec<Found>> {
+    let Searching { query, within, offset, limit } = searching;
     let matching = query.tsquery();
-    let (offset, limit) = (offset.min(i64::MAX as u64) as i64, limit.min(i64::MAX as u64) as i64);
-    // (session id, index, segment, seq)
-    let places: Vec<(String, i64, i64, i64)> = match session_id {
-        None => rows::query(db, SEARCH_ALL, &[&matching, &limit, &offset])
-            .await?
-            .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
-            .collect(),
-        Some(id) => in_session(db, &matching, id, offset, limit).await?,
+    let places: Vec<Place> = match within {
+        None => {
+            let (offset, limit) = (offset.min(i64::MAX as u64) as i64, limit.min(i64::MAX as u64) as i64);
+            let found = rows::query(db, SEARCH_ALL, &[&matching, &limit, &offset]).await?;
+            found.iter().map(|r| (r.get(0), r.get::<_, i64>(1) as u64, r.get(2), r.get::<_, i64>(3) as u64)).collect()
+        }
+        Some((row, spans)) => page_of_hits(row, in_session(db, &matching, spans).await?, offset, limit),
     };
     load(db, places).await
 }
 
 /// The hits of one session: its spans searched by range.
-async fn in_session(
-    db: &Db,
-    matching: &str,
-    id: &str,
-    offset: i64,
-    limit: i64,
-) -> Result<Vec<(String, i64, i64, i64)>> {
-    let row = rows::require_session(db, id, false).await?;
-    let spans = chain::spans(db, row.segment, row.start, row.len).await?;
-    let mut hits: Vec<(f32, i64, i64, i64)> = Vec::new();
-    for span in &spans {
+async fn in_session(db: &Db, matching: &str, spans: &[Span]) -> Result<Vec<Hit>> {
+    let mut hits = Vec::new();
+    for span in spans {
         let found = query(
             db,
             "SELECT m.seq, ts_rank(m.words, q) FROM messages m, CAST($1::text AS tsquery) q \
@@ -70,18 +58,16 @@ async fn in_session(
         .await?;
         for r in found {
             let (seq, rank): (i64, f32) = (r.get(0), r.get(1));
-            hits.push((rank, seq - row.start as i64, span.segment, seq));
+            hits.push(Hit { score: f64::from(rank), segment: span.segment, seq: seq as u64 });
         }
     }
-    hits.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    let (skip, take) = (usize::try_from(offset).unwrap_or(usize::MAX), usize::try_from(limit).unwrap_or(usize::MAX));
-    Ok(hits.into_iter().skip(skip).take(take).map(|(_, index, seg, seq)| (id.to_owned(), index, seg, seq)).collect())
+    Ok(hits)
 }
 
 /// The message rows of the hits, in one query, kept in the hits' order.
-async fn load(db: &Db, places: Vec<(String, i64, i64, i64)>) -> Result<Vec<Found>> {
+async fn load(db: &Db, places: Vec<Place>) -> Result<Vec<Found>> {
     let segments: Vec<i64> = places.iter().map(|p| p.2).collect();
-    let seqs: Vec<i64> = places.iter().map(|p| p.3).collect();
+    let seqs: Vec<i64> = places.iter().map(|p| p.3 as i64).collect();
     let found = query(
         db,
         "SELECT m.segment, m.seq, m.id, m.role, m.content FROM messages m \
@@ -98,32 +84,16 @@ async fn load(db: &Db, places: Vec<(String, i64, i64, i64)>) -> Result<Vec<Found
         .into_iter()
         .map(|(session_id, index, segment, seq)| {
             let missing = || Error::StorageUnavailable(format!("indexed message row ({segment}, {seq}) is missing"));
-            let (message_id, role, content) = rows.get(&(segment, seq)).ok_or_else(missing)?;
+            let (message_id, role, content) = rows.get(&(segment, seq as i64)).ok_or_else(missing)?;
             let role = parse_role(role).ok_or_else(|| Error::StorageUnavailable(format!("unknown role {role}")))?;
             let content = serde_json::from_str(content).map_err(|e| Error::StorageUnavailable(e.to_string()))?;
             Ok(Found {
                 session_id,
-                index: index as u64,
+                index,
                 message_id: message_id.clone(),
                 role,
                 text: content_text(&content).into_owned(),
             })
         })
         .collect()
-}
-
-/// Gives every message stored before search existed (schema version 2) its words.
-pub async fn index_old_messages(tx: &tokio_postgres::Transaction<'_>) -> Result<()> {
-    let old = tx.query("SELECT segment, seq, content FROM messages", &[]).await.map_err(pg)?;
-    let update = tx
-        .prepare("UPDATE messages SET words = $3::text::tsvector WHERE segment = $1 AND seq = $2")
-        .await
-        .map_err(pg)?;
-    for row in old {
-        let (segment, seq, content): (i64, i64, String) = (row.get(0), row.get(1), row.get(2));
-        let mut message = Message::new(Role::User, serde_json::Value::Null);
-        message.content = serde_json::from_str(&content).map_err(|e| Error::StorageUnavailable(e.to_string()))?;
-        tx.execute(&update, &[&segment, &seq, &tsvector(&message)]).await.map_err(pg)?;
-    }
-    Ok(())
 }

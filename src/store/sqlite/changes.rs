@@ -11,7 +11,7 @@ use rusqlite::{Connection, params};
 
 use crate::error::Result;
 use crate::store::feed::{Change, ChangeKind, Feed};
-use crate::store::sqlite::schema::sql;
+use crate::store::sqlite::errors::sql;
 
 /// How often the poller looks for changes of other processes.
 const POLL: Duration = Duration::from_millis(50);

@@ -5,7 +5,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::error::{Error, Result};
 use crate::session::Draft;
-use crate::store::sqlite::schema::sql;
+use crate::store::sqlite::errors::sql;
 
 const COLUMNS: &str = "stream_id, session_id, owner, refreshed_at, user_message, text";
 

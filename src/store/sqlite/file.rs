@@ -24,7 +24,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::Result;
-use crate::store::sqlite::schema::{cannot_open, unavailable};
+use crate::store::sqlite::errors::{cannot_open, unavailable};
 
 /// The files SQLite may keep beside a database, by suffix.
 const COMPANIONS: [&str; 3] = ["-wal", "-shm", "-journal"];

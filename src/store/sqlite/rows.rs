@@ -9,8 +9,9 @@ use crate::error::{Error, Result};
 use crate::session::image::describe;
 use crate::session::{ForkPoint, Message, SessionInfo, role_name};
 use crate::store::MessageJson;
-pub use crate::store::row::{SessionRow, parse_role};
-use crate::store::sqlite::schema::sql;
+pub use crate::store::sql::{SessionRow, parse_role};
+use crate::store::sqlite::errors::sql;
+use crate::store::sqlite::words;
 
 pub const SESSION_COLUMNS: &str = "session_id, system, cwd, title, metadata, revision, created_at, updated_at, \
      forked_from_session, forked_from_message, segment, start, len";
@@ -42,10 +43,6 @@ pub fn session(row: &Row) -> rusqlite::Result<SessionRow> {
 pub fn load_session(conn: &Connection, session_id: &str) -> Result<Option<SessionRow>> {
     let sql_text = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = ?1");
     conn.prepare_cached(&sql_text).and_then(|mut s| s.query_row([session_id], session).optional()).map_err(sql)
-}
-
-pub fn require_session(conn: &Connection, session_id: &str) -> Result<SessionRow> {
-    load_session(conn, session_id)?.ok_or_else(|| Error::SessionNotFound(session_id.to_owned()))
 }
 
 fn json_column<T: serde::de::DeserializeOwned>(row: &Row, i: usize) -> rusqlite::Result<Option<T>> {
@@ -191,7 +188,7 @@ pub fn message_json(row: &Row) -> rusqlite::Result<Option<MessageJson>> {
     out.push_str(r#","created_at":"#);
     string(&mut out, Some(created_at));
     out.push('}');
-    Ok(Some(MessageJson::Built(out)))
+    Ok(Some(MessageJson::Spliced(out)))
 }
 
 /// What a JSON string cannot hold unescaped (serde_json escapes exactly these).
@@ -248,7 +245,7 @@ pub fn insert_message(conn: &Connection, segment: i64, seq: u64, m: &Message) ->
         ])
     })
     .map_err(sql)?;
-    super::search::insert(conn, segment, seq, m)
+    words::insert(conn, segment, seq, m)
 }
 
 /// Stores an image once, however many messages carry it, with its ref
@@ -319,7 +316,7 @@ pub fn delete_messages(conn: &Connection, segment: i64, lo: u64, hi: u64) -> Res
     conn.prepare_cached("DELETE FROM messages WHERE segment = ?1 AND seq >= ?2 AND seq < ?3")
         .and_then(|mut s| s.execute(params![segment, lo, hi]))
         .map_err(sql)?;
-    super::search::delete(conn, segment, lo as u64, hi as u64)
+    words::delete(conn, segment, lo as u64, hi as u64)
 }
 
 #[cfg(test)]

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::store::sqlite::errors::{cannot_open, unavailable};
+use crate::store::sqlite::{rows, words};
 
 /// Migration `i` takes the schema from version `i` to `i + 1` (`PRAGMA user_version`).
 const MIGRATIONS: &[&str] = &[
@@ -153,7 +155,7 @@ pub fn open_writer(path: &Path, settings: Settings) -> Result<Connection> {
     }
     let sync = if settings.full_durability { "FULL" } else { "NORMAL" };
     conn.pragma_update(None, "synchronous", sync).map_err(|e| cannot_open(path, e))?;
-    super::search::prepare_writer(&conn).map_err(|e| cannot_open(path, e))?;
+    words::prepare_writer(&conn).map_err(|e| cannot_open(path, e))?;
     migrate(&mut conn, path)?;
     Ok(conn)
 }
@@ -225,27 +227,13 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
     for (i, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         tx.execute_batch(migration).map_err(|e| cannot_open(path, e))?;
         if i + 1 == 5 {
-            super::rows::describe_old_images(&tx).map_err(|e| cannot_open(path, e))?;
+            rows::describe_old_images(&tx).map_err(|e| cannot_open(path, e))?;
         }
         if i + 1 == 6 {
-            super::search::index_old_messages(&tx).map_err(|e| cannot_open(path, e))?;
+            words::index_old_messages(&tx).map_err(|e| cannot_open(path, e))?;
         }
         tx.pragma_update(None, "user_version", i as i64 + 1).map_err(|e| cannot_open(path, e))?;
         tracing::info!(version = i + 1, "database schema migrated");
     }
     tx.commit().map_err(|e| cannot_open(path, e))
-}
-
-/// A failure while opening `path`, named in the message.
-pub fn cannot_open(path: &Path, e: impl std::fmt::Display) -> Error {
-    unavailable(format!("cannot open {}: {e}", path.display()))
-}
-
-pub fn unavailable(message: String) -> Error {
-    Error::StorageUnavailable(message)
-}
-
-/// A failure of SQLite itself: the request did not take effect.
-pub fn sql(e: rusqlite::Error) -> Error {
-    Error::StorageUnavailable(e.to_string())
 }

@@ -1,4 +1,4 @@
-//! Writes, grouped: `WRITERS` tasks take jobs from one queue, and each commits what it
+//! Writes, grouped (`Committer`): `WRITERS` tasks take jobs from one queue, and each commits what it
 //! took (up to `MAX_GROUP` jobs that queued meanwhile) in one transaction, each job in its
 //! own savepoint so that a refused job leaves nothing behind. A job's reply is sent only
 //! after its transaction committed; if the commit fails, every job in it fails with 1006.
@@ -10,17 +10,16 @@
 //! then fails one statement, and that job alone is rolled back to its savepoint and run
 //! again, so the others in its group are not lost.
 
-use std::any::Any;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use futures_util::future::BoxFuture;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use crate::error::{Error, Result};
-use crate::store::postgres::Connections;
-use crate::store::postgres::schema::pg;
-use deadpool_postgres::ClientWrapper as Db;
+use crate::store::postgres::errors::pg;
+use crate::store::postgres::pool::Connections;
+use crate::store::postgres::tx::Pg;
+use crate::store::sql::jobs::{Done, Edit};
 
 /// Tasks committing at once (each on its own connection).
 const WRITERS: usize = 4;
@@ -29,54 +28,43 @@ const MAX_GROUP: usize = 256;
 /// How often a job that lost a deadlock is run again.
 const RETRIES: u32 = 8;
 
-type Output = Box<dyn Any + Send>;
-type Work = Box<dyn for<'c> Fn(&'c Db) -> BoxFuture<'c, Result<Output>> + Send + Sync>;
-
-struct Job {
-    run: Work,
-    reply: oneshot::Sender<Result<Output>>,
+/// An edit waiting for its turn, and where its answer goes once its group committed.
+struct Queued {
+    edit: Edit,
+    reply: oneshot::Sender<Result<Done>>,
 }
 
 #[derive(Clone)]
-pub struct Writer {
-    tx: mpsc::UnboundedSender<Job>,
+pub struct Committer {
+    tx: mpsc::UnboundedSender<Queued>,
 }
 
 fn stopped() -> Error {
     Error::StorageUnavailable("the database writer has stopped".into())
 }
 
-impl Writer {
-    /// Starts the writer tasks on the current runtime; they end when every `Writer` is
+impl Committer {
+    /// Starts the writer tasks on the current runtime; they end when every `Committer` is
     /// dropped.
-    pub fn spawn(connections: Arc<Connections>) -> Self {
+    pub fn spawn(connections: Arc<Connections>, schema: Arc<str>) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let rx = Arc::new(Mutex::new(rx));
         for _ in 0..WRITERS {
-            tokio::spawn(run(connections.clone(), rx.clone()));
+            tokio::spawn(run(connections.clone(), schema.clone(), rx.clone()));
         }
-        Writer { tx }
+        Committer { tx }
     }
 
-    /// Runs `work` in a write transaction; its result once that transaction committed.
-    /// `work` may run more than once (after a deadlock), each time from a clean savepoint.
-    pub async fn write<T, F>(&self, work: F) -> Result<T>
-    where
-        T: Send + 'static,
-        F: for<'c> Fn(&'c Db) -> BoxFuture<'c, Result<T>> + Send + Sync + 'static,
-    {
+    /// Runs `edit` in a write transaction; its answer once that transaction committed.
+    /// It may run more than once (after a deadlock), each time from a clean savepoint.
+    pub async fn write(&self, edit: Edit) -> Result<Done> {
         let (reply, answer) = oneshot::channel();
-        let run: Work = Box::new(move |db| {
-            let future = work(db);
-            Box::pin(async move { future.await.map(|t| Box::new(t) as Output) })
-        });
-        self.tx.send(Job { run, reply }).map_err(|_| stopped())?;
-        let output = answer.await.map_err(|_| stopped())??;
-        output.downcast::<T>().map(|t| *t).map_err(|_| Error::Internal("a store job returned the wrong type".into()))
+        self.tx.send(Queued { edit, reply }).map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
     }
 }
 
-async fn run(connections: Arc<Connections>, rx: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>) {
+async fn run(connections: Arc<Connections>, schema: Arc<str>, rx: Arc<Mutex<mpsc::UnboundedReceiver<Queued>>>) {
     loop {
         let group = {
             let mut rx = rx.lock().await;
@@ -90,7 +78,7 @@ async fn run(connections: Arc<Connections>, rx: Arc<Mutex<mpsc::UnboundedReceive
             }
             group
         };
-        commit_group(&connections, group).await;
+        commit_group(&connections, &schema, group).await;
     }
 }
 
@@ -100,7 +88,7 @@ pub fn lost_a_race(e: &Error) -> bool {
     matches!(e, Error::StorageUnavailable(m) if m.ends_with("(40P01)") || m.ends_with("(40001)"))
 }
 
-async fn commit_group(connections: &Connections, group: Vec<Job>) {
+async fn commit_group(connections: &Connections, schema: &Arc<str>, group: Vec<Queued>) {
     let db = match connections.get().await {
         Ok(db) => db,
         Err(e) => {
@@ -129,7 +117,7 @@ async fn commit_group(connections: &Connections, group: Vec<Job>) {
                 broken = Some(e.clone());
                 break Err(e);
             }
-            let outcome = (job.run)(&db).await;
+            let outcome = job.edit.clone().apply(&Pg::new(&db, schema.clone())).await;
             let close = if outcome.is_ok() { "RELEASE job" } else { "ROLLBACK TO job; RELEASE job" };
             match outcome {
                 Err(e) if lost_a_race(&e) && attempt < RETRIES => {
@@ -159,45 +147,5 @@ async fn commit_group(connections: &Connections, group: Vec<Job>) {
             (_, outcome) => outcome,
         };
         let _ = reply.send(outcome);
-    }
-}
-
-/// Connection attempts after a failure wait: 100 ms, doubling to 5 s. Meanwhile requests
-/// fail at once with 1006 instead of piling up on an unreachable server.
-pub struct Backoff {
-    state: std::sync::Mutex<(Option<Instant>, Duration)>,
-}
-
-const FIRST_WAIT: Duration = Duration::from_millis(100);
-const LONGEST_WAIT: Duration = Duration::from_secs(5);
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Backoff { state: std::sync::Mutex::new((None, FIRST_WAIT)) }
-    }
-}
-
-impl Backoff {
-    /// `Err` with when to retry, while waiting after a failure.
-    pub fn check(&self) -> std::result::Result<(), Duration> {
-        let state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        match state.0 {
-            Some(at) if Instant::now() < at => Err(at - Instant::now()),
-            _ => Ok(()),
-        }
-    }
-
-    pub fn failed(&self) {
-        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let wait = state.1;
-        *state = (Some(Instant::now() + wait), (wait * 2).min(LONGEST_WAIT));
-    }
-
-    pub fn succeeded(&self) {
-        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if state.0.is_some() {
-            tracing::info!("connected to PostgreSQL again");
-        }
-        *state = (None, FIRST_WAIT);
     }
 }

@@ -1,4 +1,4 @@
-//! The one thread that writes. Jobs queued while a transaction commits are committed
+//! The one thread that writes (`Committer`). Jobs queued while a transaction commits are committed
 //! together in the next one (group commit), each inside its own savepoint so that a
 //! refused job leaves nothing behind. A job's reply is sent only after its transaction
 //! committed; if the commit fails, every job in it fails with 1006.
@@ -22,6 +22,7 @@ use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Error, Result};
+use crate::store::sqlite::words;
 
 /// The most jobs one transaction takes.
 const MAX_GROUP: usize = 512;
@@ -35,7 +36,7 @@ struct Job {
 }
 
 #[derive(Clone)]
-pub struct Writer {
+pub struct Committer {
     tx: mpsc::UnboundedSender<Job>,
 }
 
@@ -61,12 +62,12 @@ fn stopped() -> Error {
     Error::StorageUnavailable("the database writer has stopped".into())
 }
 
-impl Writer {
-    /// Starts the thread; it ends, checkpointing the log, when every `Writer` is dropped.
+impl Committer {
+    /// Starts the thread; it ends, checkpointing the log, when every `Committer` is dropped.
     pub fn spawn(conn: Connection) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::unbounded_channel();
         std::thread::Builder::new().name("convo-sqlite-writer".into()).spawn(move || run(conn, rx))?;
-        Ok(Writer { tx })
+        Ok(Committer { tx })
     }
 
     /// Runs `work` in a write transaction; its result once that transaction committed.
@@ -147,7 +148,7 @@ fn commit_group(conn: &Connection, group: Vec<Job>) {
     }
     let committed = match broken {
         Some(why) => Err(why),
-        None => super::search::flush(conn).and_then(|()| conn.execute_batch("COMMIT")).map_err(|e| e.to_string()),
+        None => words::flush(conn).and_then(|()| conn.execute_batch("COMMIT")).map_err(|e| e.to_string()),
     };
     if let Err(why) = &committed {
         tracing::error!(error = %why, "a write transaction failed; its requests did not take effect");
@@ -182,7 +183,7 @@ mod tests {
         // The tables a group's commit moves search rows between.
         let conn = Connection::open_in_memory().unwrap();
         conn.execute_batch("CREATE TABLE message_words (rowid INTEGER PRIMARY KEY, words TEXT)").unwrap();
-        super::super::search::prepare_writer(&conn).unwrap();
+        words::prepare_writer(&conn).unwrap();
         let (j1, a1) = job(|| {
             carry(1u32);
             Ok(carried::<u32>())

@@ -1,0 +1,343 @@
+//! Every mutation of the SQL stores, each the body of one transaction: it reads what it
+//! needs, checks `expected_revision` there, applies the conversation rules
+//! (`crate::session`), writes, and logs the change. A body that fails leaves its
+//! transaction (or its savepoint) to be rolled back whole by the backend.
+//!
+//! Segments (`chain`): a trim moves `start`; a rewind, a clear and a compaction move the
+//! session to a new segment, so that an archive (or a fork) keeps the old one whole; the
+//! segment left behind is then reclaimed as far as nothing else uses it.
+
+use crate::error::{Error, Result};
+use crate::session::{
+    Draft, DraftEnd, Fields, ForkPoint, Import, Message, Patch, SessionInfo, check_revision, compaction_message,
+    new_session_id, plan_append,
+};
+use crate::store::feed::ChangeKind;
+use crate::store::sql::chain::{self, fork_parent};
+use crate::store::sql::rows::{SessionRow, Span, new_info, touched};
+use crate::store::sql::tx::{Appending, Tx};
+use crate::store::{Appended, Compacted, Doomed, Removed, Rewound};
+
+async fn require<T: Tx + ?Sized>(tx: &T, id: &str) -> Result<SessionRow> {
+    tx.session(id, true).await?.ok_or_else(|| Error::SessionNotFound(id.to_owned()))
+}
+
+/// A session locked, its revision checked.
+async fn checked<T: Tx + ?Sized>(tx: &T, id: &str, expected_revision: Option<u64>) -> Result<SessionRow> {
+    let row = require(tx, id).await?;
+    check_revision(expected_revision, row.info.revision)?;
+    Ok(row)
+}
+
+async fn free_id<T: Tx + ?Sized>(tx: &T, wanted: Option<String>) -> Result<String> {
+    match wanted {
+        Some(id) if tx.session(&id, false).await?.is_some() => Err(Error::SessionExists(id)),
+        Some(id) => Ok(id),
+        None => Ok(new_session_id()),
+    }
+}
+
+/// Writes a session row after a change, and logs the change. A created, forked or
+/// imported session is new: its id must still be free when the row goes in.
+async fn put<T: Tx + ?Sized>(tx: &T, kind: ChangeKind, row: &SessionRow) -> Result<()> {
+    let new = matches!(kind, ChangeKind::Created | ChangeKind::Imported) && row.info.revision == 0;
+    tx.put_session(row, new).await?;
+    tx.record(&row.info.session_id, row.info.revision, kind, row.count()).await
+}
+
+async fn insert_all<T: Tx + ?Sized>(tx: &T, segment: i64, from: u64, messages: &[Message]) -> Result<()> {
+    for (i, m) in messages.iter().enumerate() {
+        tx.insert(segment, from + i as u64, m).await?;
+    }
+    Ok(())
+}
+
+pub async fn create<T: Tx + ?Sized>(tx: &T, session_id: Option<String>, fields: Fields) -> Result<SessionInfo> {
+    let info = new_info(free_id(tx, session_id).await?, fields, None, 0);
+    let segment = tx.new_segment(None, 0).await?;
+    put(tx, ChangeKind::Created, &SessionRow { info: info.clone(), segment, start: 0, len: 0 }).await?;
+    Ok(info)
+}
+
+pub async fn update<T: Tx + ?Sized>(tx: &T, id: &str, patch: Patch, expected: Option<u64>) -> Result<SessionInfo> {
+    let row = checked(tx, id, expected).await?;
+    let mut fields = row.fields();
+    if !patch.apply(&mut fields) {
+        return Ok(row.info);
+    }
+    let mut row = touched(row);
+    (row.info.system, row.info.cwd, row.info.title, row.info.metadata) =
+        (fields.system, fields.cwd, fields.title, fields.metadata);
+    put(tx, ChangeKind::Updated, &row).await?;
+    Ok(row.info)
+}
+
+/// Deletes a session, logs it, and reclaims what only it used.
+async fn delete_row<T: Tx + ?Sized>(tx: &T, row: &SessionRow) -> Result<()> {
+    let id = &row.info.session_id;
+    tx.delete_session(id).await?;
+    tx.record(id, row.info.revision, ChangeKind::Deleted, row.count()).await?;
+    chain::reclaim(tx, row.segment).await
+}
+
+pub async fn delete<T: Tx + ?Sized>(tx: &T, id: &str, expected: Option<u64>) -> Result<()> {
+    delete_row(tx, &checked(tx, id, expected).await?).await
+}
+
+pub async fn delete_many<T: Tx + ?Sized>(tx: &T, doomed: Doomed) -> Result<u64> {
+    let (mut ids, before) = match doomed {
+        Doomed::Ids(ids) => (ids, None),
+        Doomed::UpdatedBefore(before) => (tx.updated_before(&before).await?, Some(before)),
+    };
+    // Locked in one order, so two processes deleting overlapping sets cannot deadlock.
+    ids.sort_unstable();
+    ids.dedup();
+    let mut deleted = 0;
+    for id in ids {
+        // Checked again once locked: another process may have touched it. One at a time,
+        // each reclaimed before the next: a fork deleted with its parent finds the chain
+        // as `reclaim` left it.
+        let row = tx.session(&id, true).await?;
+        if let Some(row) = row.filter(|r| before.as_ref().is_none_or(|b| &r.info.updated_at < b)) {
+            delete_row(tx, &row).await?;
+            deleted += 1;
+        }
+    }
+    Ok(deleted)
+}
+
+/// Appends `messages` under the rules of `session::plan_append`, all or nothing.
+pub async fn append<T: Tx + ?Sized>(
+    tx: &T,
+    id: &str,
+    messages: Vec<Message>,
+    expected: Option<u64>,
+) -> Result<Appended> {
+    let Appending { row, mut spans, mut tail } = match tx.carried() {
+        Some(carried) if carried.row.info.session_id == id => carried,
+        _ => {
+            let row = require(tx, id).await?;
+            let spans = chain::spans(tx, &row).await?;
+            let tail = chain::tail(tx, &spans).await?;
+            Appending { row, spans, tail }
+        }
+    };
+    check_revision(expected, row.info.revision)?;
+    let message_ids = messages.iter().filter_map(|m| m.id.clone()).collect();
+    let planned = plan_append(tail.clone(), messages)?;
+    if planned.is_empty() {
+        let index = row.len.saturating_sub(row.start + 1);
+        return Ok(Appended { message_ids, index, revision: row.info.revision });
+    }
+    insert_all(tx, row.segment, row.len, &planned).await?;
+    let mut row = touched(row);
+    row.len += planned.len() as u64;
+    row.info.message_count = row.count();
+    tx.put_appended(&row).await?;
+    tx.record(id, row.info.revision, ChangeKind::Appended, row.count()).await?;
+    let appended = Appended { message_ids, index: row.count() - 1, revision: row.info.revision };
+    // The head segment now serves up to the new length; when it served nothing before
+    // (a fork cut at its parent's end), the next append reads the chain again.
+    if let Some(head) = spans.first_mut().filter(|span| span.segment == row.segment) {
+        head.hi = row.len;
+        planned.iter().for_each(|m| tail.follow(m));
+        tx.carry(Appending { row, spans, tail });
+    }
+    Ok(appended)
+}
+
+/// Keeps the last `max_turns` turns whole (`session::turns_cut`).
+pub async fn trim_turns<T: Tx + ?Sized>(tx: &T, id: &str, max_turns: u64, expected: Option<u64>) -> Result<Removed> {
+    let row = checked(tx, id, expected).await?;
+    let spans = chain::spans(tx, &row).await?;
+    let cut = chain::turns_cut(tx, &spans, row.count(), max_turns).await?;
+    if cut == 0 {
+        return Ok(Removed { removed: 0, revision: row.info.revision });
+    }
+    let mut row = touched(row);
+    row.start += cut;
+    put(tx, ChangeKind::Trimmed, &row).await?;
+    chain::reclaim(tx, row.segment).await?;
+    Ok(Removed { removed: cut, revision: row.info.revision })
+}
+
+/// Keeps the whole history as a new session on the session's segment, which the
+/// session is about to leave: a fork in O(1).
+async fn archive<T: Tx + ?Sized>(tx: &T, row: &SessionRow, spans: &[Span]) -> Result<String> {
+    let last = chain::id_at(tx, spans, row.len - 1).await?;
+    let forked_from = ForkPoint { session_id: row.info.session_id.clone(), message_id: last };
+    let info = new_info(new_session_id(), row.fields(), Some(forked_from), row.count());
+    let archived = SessionRow { info, segment: row.segment, start: row.start, len: row.len };
+    put(tx, ChangeKind::Created, &archived).await?;
+    Ok(archived.info.session_id)
+}
+
+/// Drops every message after `to` and the tool results that directly follow it. The
+/// session moves to a new segment cut at the kept length, as a fork would be; the old
+/// segment stays whole for the archive, or is reclaimed.
+pub async fn rewind<T: Tx + ?Sized>(
+    tx: &T,
+    id: &str,
+    to: &str,
+    keep_archive: bool,
+    expected: Option<u64>,
+) -> Result<Rewound> {
+    let row = checked(tx, id, expected).await?;
+    let spans = chain::spans(tx, &row).await?;
+    let at = chain::position_of(tx, &spans, to).await?.ok_or_else(|| Error::MessageNotFound(to.to_owned()))?;
+    let keep = at + 1 + chain::results_from(tx, &spans, at + 1).await?;
+    if keep >= row.len {
+        return Ok(Rewound { removed: 0, revision: row.info.revision, archived_session_id: None });
+    }
+    let archived_session_id = if keep_archive { Some(archive(tx, &row, &spans).await?) } else { None };
+    let (old, removed) = (row.segment, row.len - keep);
+    let mut row = touched(row);
+    (row.segment, row.len) = (tx.new_segment(fork_parent(&spans, row.start, keep), keep).await?, keep);
+    put(tx, ChangeKind::Rewound, &row).await?;
+    chain::reclaim(tx, old).await?;
+    Ok(Rewound { removed, revision: row.info.revision, archived_session_id })
+}
+
+/// Replaces every turn before the last `keep_turns` with one summary message. The
+/// summary and the kept turns are written to a new segment (the kept messages are
+/// copied, the replaced ones are not read); the old segment stays whole for the
+/// archive, or is reclaimed.
+pub async fn compact<T: Tx + ?Sized>(
+    tx: &T,
+    id: &str,
+    keep_turns: u64,
+    summary: String,
+    keep_archive: bool,
+    expected: Option<u64>,
+) -> Result<Compacted> {
+    let row = checked(tx, id, expected).await?;
+    let spans = chain::spans(tx, &row).await?;
+    let cut = chain::turns_cut(tx, &spans, row.count(), keep_turns).await?;
+    if cut == 0 || keep_turns == 0 {
+        let revision = row.info.revision;
+        return Ok(Compacted { removed: 0, revision, summary_message_id: None, archived_session_id: None });
+    }
+    let first = chain::id_at(tx, &spans, row.start).await?;
+    let last = chain::id_at(tx, &spans, row.start + cut - 1).await?;
+    let summary = compaction_message(summary, cut, first, last);
+    let summary_message_id = summary.id.clone();
+    let mut messages = vec![summary];
+    messages.extend(chain::read(tx, &spans, row.start + cut, row.len).await?);
+    let archived_session_id = if keep_archive { Some(archive(tx, &row, &spans).await?) } else { None };
+    let old = row.segment;
+    let mut row = touched(row);
+    (row.segment, row.start, row.len) = (tx.new_segment(None, 0).await?, 0, messages.len() as u64);
+    insert_all(tx, row.segment, 0, &messages).await?;
+    put(tx, ChangeKind::Compacted, &row).await?;
+    chain::reclaim(tx, old).await?;
+    Ok(Compacted { removed: cut, revision: row.info.revision, summary_message_id, archived_session_id })
+}
+
+/// Drops every message, keeping the system prompt, cwd, title and metadata.
+pub async fn clear<T: Tx + ?Sized>(tx: &T, id: &str, expected: Option<u64>) -> Result<Removed> {
+    let row = checked(tx, id, expected).await?;
+    let removed = row.count();
+    if removed == 0 {
+        return Ok(Removed { removed, revision: row.info.revision });
+    }
+    let old = row.segment;
+    let mut row = touched(row);
+    (row.segment, row.start, row.len) = (tx.new_segment(None, 0).await?, 0, 0);
+    put(tx, ChangeKind::Cleared, &row).await?;
+    chain::reclaim(tx, old).await?;
+    Ok(Removed { removed, revision: row.info.revision })
+}
+
+/// A new session on a new segment hanging from the parent's chain at the cut.
+pub async fn fork<T: Tx + ?Sized>(
+    tx: &T,
+    id: &str,
+    new_session_id: Option<String>,
+    at_message_id: Option<String>,
+) -> Result<SessionInfo> {
+    // Locked: a trim or delete of the parent cannot reclaim what the fork needs before
+    // the fork commits.
+    let parent = require(tx, id).await?;
+    let spans = chain::spans(tx, &parent).await?;
+    let (cut, last) = match at_message_id {
+        Some(at) => match chain::position_of(tx, &spans, &at).await? {
+            Some(position) => (position + 1, Some(at)),
+            None => return Err(Error::MessageNotFound(at)),
+        },
+        None if parent.len > parent.start => (parent.len, chain::id_at(tx, &spans, parent.len - 1).await?),
+        None => (parent.len, None),
+    };
+    let new_id = free_id(tx, new_session_id).await?;
+    let segment = tx.new_segment(fork_parent(&spans, parent.start, cut), cut).await?;
+    let forked_from = ForkPoint { session_id: id.to_owned(), message_id: last };
+    let info = new_info(new_id, parent.fields(), Some(forked_from), cut - parent.start);
+    put(tx, ChangeKind::Created, &SessionRow { info: info.clone(), segment, start: parent.start, len: cut }).await?;
+    Ok(info)
+}
+
+/// Stores a whole imported session; with `replace`, over an existing one, continuing its
+/// revision count.
+pub async fn import<T: Tx + ?Sized>(
+    tx: &T,
+    import: Import,
+    replace: bool,
+    expected: Option<u64>,
+) -> Result<SessionInfo> {
+    let n = import.messages.len() as u64;
+    let existing = match &import.session_id {
+        Some(id) if replace => tx.session(id, true).await?,
+        _ => None,
+    };
+    match (&existing, &import.session_id) {
+        (Some(old), _) => check_revision(expected, old.info.revision)?,
+        (None, Some(id)) if replace && expected.is_some() => return Err(Error::SessionNotFound(id.clone())),
+        _ => {}
+    }
+    let segment = tx.new_segment(None, 0).await?;
+    insert_all(tx, segment, 0, &import.messages).await?;
+    let Some(old) = existing else {
+        let info = new_info(free_id(tx, import.session_id).await?, import.fields, None, n);
+        put(tx, ChangeKind::Imported, &SessionRow { info: info.clone(), segment, start: 0, len: n }).await?;
+        return Ok(info);
+    };
+    let old_segment = old.segment;
+    let mut info = new_info(old.info.session_id, import.fields, None, n);
+    (info.created_at, info.revision) = (old.info.created_at, old.info.revision + 1);
+    put(tx, ChangeKind::Imported, &SessionRow { info: info.clone(), segment, start: 0, len: n }).await?;
+    chain::reclaim(tx, old_segment).await?;
+    Ok(info)
+}
+
+/// Appends a completed stream's messages and drops its draft, in one step.
+pub async fn append_finishing<T: Tx + ?Sized>(
+    tx: &T,
+    id: &str,
+    messages: Vec<Message>,
+    expected: Option<u64>,
+    stream_id: &str,
+) -> Result<Appended> {
+    let appended = append(tx, id, messages, expected).await?;
+    tx.delete_draft(stream_id).await?;
+    Ok(appended)
+}
+
+/// Saves a stream's draft, and tells watchers of its session.
+pub async fn save_draft<T: Tx + ?Sized>(tx: &T, draft: &Draft) -> Result<()> {
+    if let Some(row) = tx.session(&draft.session_id, false).await? {
+        tx.record(&draft.session_id, row.info.revision, ChangeKind::Draft, row.count()).await?;
+    }
+    tx.put_draft(draft).await
+}
+
+/// Turns a draft into messages and drops it; `None` when the draft is gone (another
+/// process settled it) or its session is.
+pub async fn settle_draft<T: Tx + ?Sized>(tx: &T, stream_id: &str, end: DraftEnd) -> Result<Option<Appended>> {
+    // Locked, so that two processes sweeping crashed drafts settle it once.
+    let Some(draft) = tx.draft(stream_id, true).await? else { return Ok(None) };
+    tx.delete_draft(stream_id).await?;
+    if tx.session(&draft.session_id, false).await?.is_none() {
+        return Ok(None);
+    }
+    let session_id = draft.session_id.clone();
+    append(tx, &session_id, draft.into_messages(end), None).await.map(Some)
+}

@@ -1,0 +1,144 @@
+//! What a backend provides to the shared algorithms: the statements of one transaction
+//! (`Tx`), each a small query, and `run_now` for a backend whose statements never wait.
+
+use std::collections::HashSet;
+use std::future::Future;
+
+use futures_util::FutureExt;
+
+use crate::error::{Error, Result};
+use crate::session::{Draft, Message, Role, SessionInfo, Tail};
+use crate::store::feed::ChangeKind;
+use crate::store::sql::rows::{Listing, Searching, SessionRow, Span};
+use crate::store::{Found, MessageJson, message_json};
+
+/// A session as an append left it, for an append to it in the next job of the same
+/// transaction (`Tx::carry`): 64 appends pipelined on one session then read it once.
+pub struct Appending {
+    pub(super) row: SessionRow,
+    pub(super) spans: Vec<Span>,
+    pub(super) tail: Tail,
+}
+
+/// The statements of one transaction, as a backend runs them. Positions and segment ids
+/// are the chain's (`chain`); "newest first" reads go down from `hi`, "oldest first" up
+/// from `lo`; `limit` bounds a page, and a shorter page means the range is exhausted.
+///
+/// In a write transaction, `session(id, true)` locks the row until the transaction ends
+/// (PostgreSQL's `FOR UPDATE`; SQLite's writer holds the whole database anyway).
+#[allow(async_fn_in_trait, reason = "crate-internal; each caller names its backend, so Send is known")]
+pub trait Tx {
+    // Sessions.
+    async fn session(&self, id: &str, lock: bool) -> Result<Option<SessionRow>>;
+    /// Writes a session row whole. `new`: it must not exist yet (else `SessionExists`).
+    async fn put_session(&self, row: &SessionRow, new: bool) -> Result<()>;
+    /// Writes what an append changes in a row: revision, `updated_at`, `len`.
+    async fn put_appended(&self, row: &SessionRow) -> Result<()> {
+        self.put_session(row, false).await
+    }
+    async fn delete_session(&self, id: &str) -> Result<()>;
+    async fn list(&self, listing: &Listing) -> Result<Vec<SessionInfo>>;
+    /// The ids of the sessions last updated before `at` (a canonical time stamp).
+    async fn updated_before(&self, at: &str) -> Result<Vec<String>>;
+    /// Logs a committed change for watchers (`store::feed`), in this transaction.
+    async fn record(&self, session_id: &str, revision: u64, kind: ChangeKind, message_count: u64) -> Result<()>;
+
+    // Segments.
+    async fn new_segment(&self, parent: Option<i64>, base: u64) -> Result<i64>;
+    /// A segment's parent and base, if it exists.
+    async fn segment(&self, id: i64) -> Result<Option<(Option<i64>, u64)>>;
+    /// The segments from `head` up its parents, each with its base, newest first, as far
+    /// as the first whose base is at or below `start` (or the root).
+    /// By default one segment at a time; a chain that comes back to a segment (only a
+    /// damaged database has one) is an error, not an endless walk.
+    async fn ancestry(&self, head: i64, start: u64) -> Result<Vec<(i64, u64)>> {
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        let mut next = Some(head);
+        while let Some(id) = next {
+            if !seen.insert(id) {
+                return Err(Error::StorageUnavailable(format!("the chain of segment {head} loops at segment {id}")));
+            }
+            let (parent, base) = self
+                .segment(id)
+                .await?
+                .ok_or_else(|| Error::StorageUnavailable(format!("segment {id} of the chain of {head} is missing")))?;
+            out.push((id, base));
+            if base <= start {
+                break;
+            }
+            next = parent;
+        }
+        Ok(out)
+    }
+    /// The lowest `start` of the sessions on segment `id`.
+    async fn lowest_start_on(&self, id: i64) -> Result<Option<u64>>;
+    /// The segments forked from `id`.
+    async fn forks_of(&self, id: i64) -> Result<Vec<i64>>;
+    /// The highest base of the segments forked from `id`.
+    async fn highest_fork(&self, id: i64) -> Result<Option<u64>>;
+    /// The lowest `start` of any session on `id` or on a fork below it (`chain::reclaim`).
+    /// By default one segment at a time: its own sessions' starts and, through its
+    /// forks, theirs.
+    async fn lowest_start_below(&self, id: i64) -> Result<Option<u64>> {
+        let mut lowest: Option<u64> = None;
+        let mut pending = vec![id];
+        while let Some(segment) = pending.pop() {
+            if let Some(start) = self.lowest_start_on(segment).await? {
+                lowest = Some(lowest.map_or(start, |l| l.min(start)));
+            }
+            pending.extend(self.forks_of(segment).await?);
+        }
+        Ok(lowest)
+    }
+    async fn delete_segment(&self, id: i64) -> Result<()>;
+    /// Lets go of a segment's parent.
+    async fn detach(&self, id: i64) -> Result<()>;
+
+    // Messages.
+    async fn insert(&self, segment: i64, seq: u64, message: &Message) -> Result<()>;
+    /// The messages at `[lo, hi)` of one segment, oldest first, images loaded.
+    async fn messages(&self, segment: i64, lo: u64, hi: u64) -> Result<Vec<Message>>;
+    /// `messages`, each as the JSON text it serializes to: a backend that holds that text
+    /// hands it out without building each message.
+    async fn messages_json(&self, segment: i64, lo: u64, hi: u64) -> Result<Vec<MessageJson>> {
+        self.messages(segment, lo, hi).await?.iter().map(message_json).collect()
+    }
+    /// Up to `limit` messages below `hi` (and at or above `lo`), newest first.
+    async fn newest(&self, segment: i64, lo: u64, hi: u64, limit: u64) -> Result<Vec<Message>>;
+    /// Up to `limit` roles of `[lo, hi)`: newest first, or oldest first.
+    async fn roles(&self, segment: i64, lo: u64, hi: u64, limit: u64, newest_first: bool) -> Result<Vec<Role>>;
+    /// Where message `id` is stored: every (segment, position) holding a row of that id.
+    async fn places_of(&self, id: &str) -> Result<Vec<(i64, u64)>>;
+    async fn id_at(&self, segment: i64, seq: u64) -> Result<Option<String>>;
+    /// Deletes the rows `[lo, hi)` of a segment, releasing their images.
+    async fn delete_messages(&self, segment: i64, lo: u64, hi: u64) -> Result<()>;
+
+    // Drafts.
+    async fn put_draft(&self, draft: &Draft) -> Result<()>;
+    /// A draft by its stream; `lock` holds it to the end of the transaction.
+    async fn draft(&self, stream_id: &str, lock: bool) -> Result<Option<Draft>>;
+    async fn delete_draft(&self, stream_id: &str) -> Result<()>;
+    /// The most recently refreshed draft of a session.
+    async fn newest_draft(&self, session_id: &str) -> Result<Option<Draft>>;
+    /// The drafts not refreshed since `before` (Unix milliseconds).
+    async fn stale_drafts(&self, before: i64) -> Result<Vec<String>>;
+
+    // Images and search.
+    /// The image whose ref is `reference`.
+    async fn image(&self, reference: &str) -> Result<Option<String>>;
+    /// See `store::SearchIndex::search`, with the engine's own full-text index.
+    async fn search(&self, searching: Searching<'_>) -> Result<Vec<Found>>;
+
+    /// What the append before this one in the same transaction left (`edits::append`):
+    /// a backend that runs appends back to back may keep it; by default nothing is kept.
+    fn carried(&self) -> Option<Appending> {
+        None
+    }
+    fn carry(&self, _appending: Appending) {}
+}
+
+/// Runs a transaction body whose statements never wait (SQLite's), to its end, here.
+pub fn run_now<T>(body: impl Future<Output = Result<T>>) -> Result<T> {
+    body.now_or_never().unwrap_or_else(|| Err(Error::Internal("a store step waited where it cannot".into())))
+}

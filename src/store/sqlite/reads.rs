@@ -1,0 +1,58 @@
+//! Reads on read-only connections off the async thread: at most `READERS` at once (a
+//! bounded pool: threads and file descriptors do not grow with the number of concurrent
+//! requests), at most `IDLE_READERS` kept open between reads. Each read is one
+//! transaction, so it sees one snapshot.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rusqlite::Connection;
+
+use crate::error::Result;
+use crate::pool::Pool;
+use crate::store::sqlite::errors::sql;
+use crate::store::sqlite::schema::{self, Settings};
+
+/// How many reads run at once, each on its own connection and thread.
+const READERS: usize = 8;
+/// How many read connections stay open while no read needs them.
+const IDLE_READERS: usize = 2;
+
+pub struct Readers {
+    path: PathBuf,
+    settings: Settings,
+    pool: Pool,
+    idle: Arc<Mutex<Vec<Connection>>>,
+}
+
+impl Readers {
+    /// The pool, keeping `first` (a connection already open) for its first read.
+    pub fn new(path: PathBuf, settings: Settings, first: Connection) -> Self {
+        Readers { path, settings, pool: Pool::new("sqlite reader", READERS), idle: Arc::new(Mutex::new(vec![first])) }
+    }
+
+    /// Runs `work` in a read transaction (one snapshot) on a blocking thread.
+    pub async fn read<T, F>(&self, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let (idle, path, settings) = (self.idle.clone(), self.path.clone(), self.settings);
+        self.pool
+            .run(move || {
+                let pooled = idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
+                let conn = match pooled {
+                    Some(conn) => conn,
+                    None => schema::open_reader(&path, settings)?,
+                };
+                let result = conn.execute_batch("BEGIN").map_err(sql).and_then(|()| work(&conn));
+                let ended = conn.execute_batch("COMMIT");
+                let mut idle = idle.lock().unwrap_or_else(PoisonError::into_inner);
+                if ended.is_ok() && idle.len() < IDLE_READERS {
+                    idle.push(conn);
+                }
+                result
+            })
+            .await?
+    }
+}

@@ -1,0 +1,250 @@
+//! The statements of the shared SQL algorithms (`store::sql::Tx`) on one SQLite
+//! connection: each a cached prepared statement, run at once (SQLite never makes a step
+//! wait, so `store::sql::run_now` completes every body in one poll).
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::error::Result;
+use crate::session::{Draft, Message, Role, SessionInfo};
+use crate::store::feed::ChangeKind;
+use crate::store::sql::tx::Appending;
+use crate::store::sql::{Listing, Searching, SessionRow, Tx, parse_role};
+use crate::store::sqlite::errors::sql;
+use crate::store::sqlite::rows::{self, MESSAGE_COLUMNS, SESSION_COLUMNS};
+use crate::store::sqlite::{changes, commit, drafts, search};
+use crate::store::{Found, MessageJson, message_json};
+
+/// One connection, in the transaction the caller opened.
+pub struct Lite<'c> {
+    conn: &'c Connection,
+}
+
+impl<'c> Lite<'c> {
+    pub fn new(conn: &'c Connection) -> Self {
+        Lite { conn }
+    }
+
+    pub fn conn(&self) -> &'c Connection {
+        self.conn
+    }
+
+    fn optional_i64(&self, query: &str, id: i64) -> Result<Option<i64>> {
+        self.conn.prepare_cached(query).and_then(|mut s| s.query_row([id], |r| r.get(0))).map_err(sql)
+    }
+
+    fn run(&self, query: &str, p: impl rusqlite::Params) -> Result<()> {
+        self.conn.prepare_cached(query).and_then(|mut s| s.execute(p)).map(drop).map_err(sql)
+    }
+}
+
+fn role(text: String) -> rusqlite::Result<Role> {
+    parse_role(&text)
+        .ok_or_else(|| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, text.into()))
+}
+
+impl Tx for Lite<'_> {
+    async fn session(&self, id: &str, _lock: bool) -> Result<Option<SessionRow>> {
+        rows::load_session(self.conn, id)
+    }
+
+    async fn put_session(&self, row: &SessionRow, _new: bool) -> Result<()> {
+        // The writer holds the database: the id checked free is still free.
+        rows::put_session(self.conn, row)
+    }
+
+    async fn put_appended(&self, row: &SessionRow) -> Result<()> {
+        rows::put_appended(self.conn, row)
+    }
+
+    async fn delete_session(&self, id: &str) -> Result<()> {
+        self.run("DELETE FROM sessions WHERE session_id = ?1", [id])
+    }
+
+    async fn list(&self, listing: &Listing) -> Result<Vec<SessionInfo>> {
+        let Listing { limit, after, updated_before } = listing.clone();
+        let (at, id) = after.map_or((None, None), |k| (Some(k.created_at), Some(k.session_id)));
+        let query = format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE (?1 IS NULL OR (created_at, session_id) < (?1, ?2)) \
+             AND (?4 IS NULL OR updated_at < ?4) ORDER BY created_at DESC, session_id DESC LIMIT ?3"
+        );
+        self.conn
+            .prepare_cached(&query)
+            .and_then(|mut s| s.query_map(params![at, id, limit as i64, updated_before], rows::session)?.collect())
+            .map(|rows: Vec<SessionRow>| rows.into_iter().map(|r| r.info).collect())
+            .map_err(sql)
+    }
+
+    async fn updated_before(&self, at: &str) -> Result<Vec<String>> {
+        self.conn
+            .prepare_cached("SELECT session_id FROM sessions WHERE updated_at < ?1")
+            .and_then(|mut s| s.query_map([at], |r| r.get(0))?.collect())
+            .map_err(sql)
+    }
+
+    async fn record(&self, session_id: &str, revision: u64, kind: ChangeKind, message_count: u64) -> Result<()> {
+        changes::record(self.conn, session_id, revision, kind, message_count)
+    }
+
+    async fn new_segment(&self, parent: Option<i64>, base: u64) -> Result<i64> {
+        self.conn
+            .prepare_cached("INSERT INTO segments (parent, base) VALUES (?1, ?2)")
+            .and_then(|mut s| s.insert(params![parent, base as i64]))
+            .map_err(sql)
+    }
+
+    async fn segment(&self, id: i64) -> Result<Option<(Option<i64>, u64)>> {
+        self.conn
+            .prepare_cached("SELECT parent, base FROM segments WHERE id = ?1")
+            .and_then(|mut s| s.query_row([id], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64))).optional())
+            .map_err(sql)
+    }
+
+    async fn lowest_start_on(&self, id: i64) -> Result<Option<u64>> {
+        Ok(self.optional_i64("SELECT min(start) FROM sessions WHERE segment = ?1", id)?.map(|s| s as u64))
+    }
+
+    async fn forks_of(&self, id: i64) -> Result<Vec<i64>> {
+        self.conn
+            .prepare_cached("SELECT id FROM segments WHERE parent = ?1")
+            .and_then(|mut s| s.query_map([id], |r| r.get(0))?.collect())
+            .map_err(sql)
+    }
+
+    async fn highest_fork(&self, id: i64) -> Result<Option<u64>> {
+        Ok(self.optional_i64("SELECT max(base) FROM segments WHERE parent = ?1", id)?.map(|b| b as u64))
+    }
+
+    async fn delete_segment(&self, id: i64) -> Result<()> {
+        self.run("DELETE FROM segments WHERE id = ?1", [id])
+    }
+
+    async fn detach(&self, id: i64) -> Result<()> {
+        self.run("UPDATE segments SET parent = NULL WHERE id = ?1", [id])
+    }
+
+    async fn insert(&self, segment: i64, seq: u64, message: &Message) -> Result<()> {
+        rows::insert_message(self.conn, segment, seq, message)
+    }
+
+    async fn messages(&self, segment: i64, lo: u64, hi: u64) -> Result<Vec<Message>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {MESSAGE_COLUMNS} FROM messages WHERE segment = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq"
+            ))
+            .map_err(sql)?;
+        let mut found = stmt.query(params![segment, lo as i64, hi.min(i64::MAX as u64) as i64]).map_err(sql)?;
+        let mut out = Vec::new();
+        while let Some(row) = found.next().map_err(sql)? {
+            let mut message = rows::message(row).map_err(sql)?;
+            rows::load_images(self.conn, &mut message)?;
+            out.push(message);
+        }
+        Ok(out)
+    }
+
+    /// Spliced from the row's columns where it has no images (`rows::message_json`).
+    async fn messages_json(&self, segment: i64, lo: u64, hi: u64) -> Result<Vec<MessageJson>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {MESSAGE_COLUMNS} FROM messages WHERE segment = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq"
+            ))
+            .map_err(sql)?;
+        let mut found = stmt.query(params![segment, lo as i64, hi.min(i64::MAX as u64) as i64]).map_err(sql)?;
+        let mut out = Vec::new();
+        while let Some(row) = found.next().map_err(sql)? {
+            let json = match rows::message_json(row).map_err(sql)? {
+                Some(json) => json,
+                None => {
+                    let mut message = rows::message(row).map_err(sql)?;
+                    rows::load_images(self.conn, &mut message)?;
+                    message_json(&message)?
+                }
+            };
+            out.push(json);
+        }
+        Ok(out)
+    }
+
+    async fn newest(&self, segment: i64, lo: u64, hi: u64, limit: u64) -> Result<Vec<Message>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {MESSAGE_COLUMNS} FROM messages WHERE segment = ?1 AND seq >= ?2 AND seq < ?3 \
+                 ORDER BY seq DESC LIMIT ?4"
+            ))
+            .map_err(sql)?;
+        stmt.query_map(params![segment, lo as i64, hi as i64, limit as i64], rows::message)
+            .and_then(|found| found.collect())
+            .map_err(sql)
+    }
+
+    async fn roles(&self, segment: i64, lo: u64, hi: u64, limit: u64, newest_first: bool) -> Result<Vec<Role>> {
+        let query = if newest_first {
+            "SELECT role FROM messages WHERE segment = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq DESC LIMIT ?4"
+        } else {
+            "SELECT role FROM messages WHERE segment = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq LIMIT ?4"
+        };
+        self.conn
+            .prepare_cached(query)
+            .and_then(|mut s| {
+                s.query_map(params![segment, lo as i64, hi as i64, limit as i64], |r| role(r.get(0)?))?.collect()
+            })
+            .map_err(sql)
+    }
+
+    async fn places_of(&self, id: &str) -> Result<Vec<(i64, u64)>> {
+        self.conn
+            .prepare_cached("SELECT segment, seq FROM messages WHERE id = ?1")
+            .and_then(|mut s| s.query_map([id], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?.collect())
+            .map_err(sql)
+    }
+
+    async fn id_at(&self, segment: i64, seq: u64) -> Result<Option<String>> {
+        self.conn
+            .prepare_cached("SELECT id FROM messages WHERE segment = ?1 AND seq = ?2")
+            .and_then(|mut s| s.query_row(params![segment, seq as i64], |r| r.get(0)).optional())
+            .map_err(sql)
+    }
+
+    async fn delete_messages(&self, segment: i64, lo: u64, hi: u64) -> Result<()> {
+        rows::delete_messages(self.conn, segment, lo, hi)
+    }
+
+    async fn put_draft(&self, draft: &Draft) -> Result<()> {
+        drafts::put(self.conn, draft)
+    }
+
+    async fn draft(&self, stream_id: &str, _lock: bool) -> Result<Option<Draft>> {
+        drafts::get(self.conn, stream_id)
+    }
+
+    async fn delete_draft(&self, stream_id: &str) -> Result<()> {
+        drafts::delete(self.conn, stream_id)
+    }
+
+    async fn newest_draft(&self, session_id: &str) -> Result<Option<Draft>> {
+        drafts::newest_of(self.conn, session_id)
+    }
+
+    async fn stale_drafts(&self, before: i64) -> Result<Vec<String>> {
+        drafts::stale(self.conn, before)
+    }
+
+    async fn image(&self, reference: &str) -> Result<Option<String>> {
+        rows::image(self.conn, reference)
+    }
+
+    async fn search(&self, searching: Searching<'_>) -> Result<Vec<Found>> {
+        search::search(self.conn, searching)
+    }
+
+    fn carried(&self) -> Option<Appending> {
+        commit::carried::<Appending>()
+    }
+
+    fn carry(&self, appending: Appending) {
+        commit::carry(appending)
+    }
+}
