@@ -8,13 +8,16 @@
 //!   turns run through the host (the [`ops::Host`] trait, which `rpc` implements).
 //! - [`session`]: the domain — messages, sessions, drafts, and the conversation rules
 //!   (tool-call groups, "moving on cancels", repair, turns). Pure; no IO.
-//! - [`store`]: the [`store::Store`] trait and its backends, which apply those rules
-//!   atomically and keep the sessions.
+//! - [`store`]: the [`store::Store`] traits (one per concern) and their backends, which
+//!   apply those rules atomically and keep the sessions; the two SQL backends share
+//!   every algorithm (`store::sql`) and differ only in their statements.
 //! - [`pool`]: bounded pools of blocking work.
 //! - [`mint`]: where new ids and time stamps come from (the system, or counters for
 //!   `--deterministic`).
 //!
-//! Dependencies point inward: `rpc → ops → {session, store}`, `store → session`.
+//! Dependencies point inward: `rpc → ops → {session, store}`, `store → session`; `ops`
+//! is the only way into a store. README.md's layout section says where each kind of
+//! change goes.
 
 pub mod error;
 pub mod mint;

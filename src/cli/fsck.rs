@@ -36,7 +36,7 @@ pub async fn fsck(ops: &Ops, args: &FsckArgs) -> Result<u8, Fail> {
         writeln!(out, "{finding}")?;
     }
     let summary = match findings.len() {
-        0 => paint(style::OK, format!("no problems found ({} store)", ops.store.kind())),
+        0 => paint(style::OK, format!("no problems found ({} store)", ops.store_kind())),
         n => paint(style::WARN, format!("{} found", plural(n, "problem"))),
     };
     writeln!(out, "{summary}")?;

@@ -26,7 +26,7 @@ use tracing_subscriber::EnvFilter;
 
 use convo::error::quote;
 use convo::ops::{Failure, Host, Ops, RuntimeParams};
-use convo::store::{SqliteSettings, Store, StoreSpec};
+use convo::store::{SqliteSettings, StoreSpec};
 
 pub use output::Fail;
 
@@ -231,7 +231,7 @@ fn with_store(global: &Global, command: Command) -> Result<u8, Fail> {
     let store = runtime
         .block_on(global.spec().open(global.settings()))
         .map_err(|e| Fail::failed(format!("cannot open the store: {e}")))?;
-    let ops = Ops { store: store.clone(), host: Arc::new(NoHost) };
+    let ops = Ops::new(store, Arc::new(NoHost));
     let done = runtime.block_on(async {
         let done = match command {
             Command::Ls(args) => sessions::ls(&ops, &args).await,
@@ -243,14 +243,14 @@ fn with_store(global: &Global, command: Command) -> Result<u8, Fail> {
             Command::Fsck(args) => fsck::fsck(&ops, &args).await,
             _ => unreachable!("handled in main"),
         };
-        flush(&*store).await.and(done)
+        flush(&ops).await.and(done)
     });
     runtime.shutdown_background();
     done
 }
 
-async fn flush(store: &dyn Store) -> Result<u8, Fail> {
-    store.flush().await.map(|()| 0).map_err(Fail::from)
+async fn flush(ops: &Ops) -> Result<u8, Fail> {
+    ops.flush().await.map(|()| 0).map_err(Fail::from)
 }
 
 /// The runtime the store and the operations run on. Blocking work runs on bounded pools

@@ -73,7 +73,7 @@ struct Removed {
 pub async fn rm(ops: &Ops, args: &RmArgs) -> Result<u8, Fail> {
     let mut done = Removed { deleted: Vec::new(), not_found: Vec::new() };
     for id in &args.ids {
-        match ops.store.delete(id, None).await {
+        match ops.delete(id, None).await {
             Ok(()) => done.deleted.push(id.clone()),
             Err(convo::Error::SessionNotFound(_)) => done.not_found.push(id.clone()),
             Err(e) => return Err(e.into()),

@@ -78,13 +78,12 @@ pub async fn show(ops: &Ops, args: &ShowArgs) -> Result<u8, Fail> {
         }
         return Ok(0);
     }
-    let info = ops.store.get(&args.id).await?;
-    let history = ops.store.history(&args.id, 0, None).await?;
+    let (info, stored) = ops.transcript(&args.id).await?;
     if args.json {
-        output::json(&Shown { session: &info, messages: &history.messages })?;
+        output::json(&Shown { session: &info, messages: &stored })?;
         return Ok(0);
     }
-    let messages: Vec<&Message> = history.messages.iter().map(|m| &**m).collect();
+    let messages: Vec<&Message> = stored.iter().map(|m| &**m).collect();
     let mut out = output::stdout();
     header(&mut out, &info)?;
     transcript(&mut out, &messages)?;

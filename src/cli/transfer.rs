@@ -9,7 +9,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
-use convo::ops::{DictData, Imported, Ops};
+use convo::ops::{DictData, DictSource, Imported, Ops};
 use convo::session::Repaired;
 
 use crate::cli::output::{self, FOUND, Fail, paint, plural, style};
@@ -145,7 +145,7 @@ async fn import_one(ops: &Ops, path: &Path, args: &ImportArgs) -> Result<Importe
         path => format!("{path}: {}", e.inner()),
     })?;
     json.end().map_err(|e| format!("not one JSON value: {e}"))?;
-    ops.from_dict(data, args.replace, args.repair, None).await.map_err(|e| e.to_string())
+    ops.from_dict(DictSource::Own(Ok(data)), None, args.replace, args.repair, None).await.map_err(|e| e.to_string())
 }
 
 /// A bar on stderr while more than one file is imported, only when stderr is a

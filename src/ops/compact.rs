@@ -7,28 +7,40 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::ops::limits::host_timeout;
 use crate::ops::runtime::{check_answer, failed, invalid_response};
 use crate::ops::{Call, Ops, RuntimeParams};
 use crate::session::{check_revision, turns_cut};
 use crate::store::Compacted;
 
+/// A compaction as asked: keep the last `keep_turns` turns and replace the ones before
+/// with `summary`, or with a summary asked of the host (`summarize`, waiting up to
+/// `timeout_ms`): exactly one of the two. With `archive`, the history as it was is kept
+/// as a new session.
+pub struct Compaction {
+    pub keep_turns: u64,
+    pub summary: Option<String>,
+    pub summarize: Option<bool>,
+    pub archive: bool,
+    pub timeout_ms: Option<u64>,
+    pub expected_revision: Option<u64>,
+}
+
 /// Where a compaction's summary comes from.
-pub enum Summary {
+enum Summary {
     Given(String),
     /// Asked of the host, waiting at most this long.
     Asked(Duration),
 }
 
 impl Ops {
-    pub async fn compact(
-        &self,
-        session_id: &str,
-        keep_turns: u64,
-        summary: Summary,
-        archive: bool,
-        expected: Option<u64>,
-        call: &Call,
-    ) -> Result<Compacted> {
+    pub async fn compact(&self, session_id: &str, asked: Compaction, call: &Call) -> Result<Compacted> {
+        let Compaction { keep_turns, summary, summarize, archive, timeout_ms, expected_revision: expected } = asked;
+        let summary = match (summary, summarize) {
+            (Some(text), None | Some(false)) => Summary::Given(text),
+            (None, Some(true)) => Summary::Asked(host_timeout(timeout_ms)),
+            _ => return Err(Error::invalid("give exactly one of `summary` and `summarize: true`")),
+        };
         if keep_turns == 0 {
             return Err(Error::invalid("keep_turns: must be at least 1"));
         }

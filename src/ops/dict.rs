@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::ops::{MAX_MESSAGES, Ops, check_count};
+use crate::ops::Ops;
+use crate::ops::limits::{MAX_MESSAGES, check_count};
 use crate::session::export::Format;
 use crate::session::{
     Fields, Identity, Import, MessageInput, Repaired, SessionId, SessionInfo, empty_table, import, plan_import,
@@ -51,9 +52,16 @@ struct DictInput {
     messages: Option<Vec<MessageInput>>,
 }
 
+/// What `from_dict` imports: our own dict (or the generic agent library's) as it parsed,
+/// or a provider's request body.
+pub enum DictSource {
+    Own(Result<DictData>),
+    Body { format: Format, body: Value },
+}
+
 impl DictData {
     /// A provider's request body (`from_dict` with `format`), read by `session::import`.
-    pub fn from_body(format: Format, body: &Value, session_id: Option<String>) -> Result<DictData> {
+    fn from_body(format: Format, body: &Value, session_id: Option<String>) -> Result<DictData> {
         let body = import::import(format, body)?;
         let messages = body
             .messages
@@ -96,15 +104,24 @@ impl Ops {
         Ok(SessionDict { session_id: info.session_id, system: info.system, cwd: info.cwd, messages: page.messages })
     }
 
-    /// Checks every message and the rules of section 3 (repairing with `repair`), then
-    /// stores the session whole.
+    /// Reads the session from `source` (a provider's body gets `session_id`, which our
+    /// own dict carries inside), checks every message and the rules of section 3
+    /// (repairing with `repair`), then stores the session whole.
     pub async fn from_dict(
         &self,
-        data: DictData,
+        source: DictSource,
+        session_id: Option<String>,
         replace: bool,
         repair: bool,
         expected_revision: Option<u64>,
     ) -> Result<Imported> {
+        let data = match (source, session_id) {
+            (DictSource::Own(_), Some(_)) => {
+                return Err(Error::invalid("session_id: give it inside `data` (or with a `format`)"));
+            }
+            (DictSource::Own(data), None) => data?,
+            (DictSource::Body { format, body }, session_id) => DictData::from_body(format, &body, session_id)?,
+        };
         check_count("data.messages", data.messages.len())?;
         let mut inputs = data.messages;
         for (i, input) in inputs.iter_mut().enumerate() {
@@ -113,7 +130,7 @@ impl Ops {
         let messages = inputs
             .into_iter()
             .enumerate()
-            .map(|(i, m)| m.into_message(Identity::Keep).map_err(|e| e.within(&format!("data.messages[{i}]"))))
+            .map(|(i, m)| m.into_message(Identity::Given).map_err(|e| e.within(&format!("data.messages[{i}]"))))
             .collect::<Result<Vec<_>>>()?;
         let (messages, repaired) = plan_import(messages, repair)?;
         let import = Import { session_id: data.session_id, fields: data.fields, messages };

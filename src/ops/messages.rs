@@ -4,10 +4,11 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::ops::Ops;
+use crate::ops::limits::{MAX_MESSAGES, check_count};
 use crate::ops::provider::TrimmedToFit;
-use crate::ops::{MAX_MESSAGES, Ops, check_count};
-use crate::session::{DraftView, Identity, Message, MessageInput};
-use crate::store::{Appended, MessageJson, message_json};
+use crate::session::{DraftView, Identity, MessageInput};
+use crate::store::{Appended, MessageJson, Rewound, message_json};
 
 /// The result of an append of one message.
 #[derive(Debug, Clone, Serialize)]
@@ -39,29 +40,48 @@ pub enum Trimmed {
 }
 
 impl Ops {
-    pub async fn append_one(&self, session_id: &str, message: Message, expected: Option<u64>) -> Result<Added> {
-        let Appended { mut message_ids, index, revision } =
-            self.store.append(session_id, vec![message], expected).await?;
+    /// Appends one message as a client gave it (`add_user`, `add_assistant`,
+    /// `add_tool_result`, `add_message`); an error in it names `param`, the member it
+    /// came in, when that is not the top level.
+    pub async fn add(
+        &self,
+        session_id: &str,
+        input: MessageInput,
+        param: Option<&str>,
+        expected: Option<u64>,
+    ) -> Result<Added> {
+        let done = self.append_named(session_id, vec![input], |_| param.map(str::to_owned), expected).await?;
+        let Appended { mut message_ids, index, revision } = done;
         let message_id = message_ids.pop().ok_or_else(|| Error::Internal("append returned no id".into()))?;
         Ok(Added { message_id, index, revision })
     }
 
-    /// Checks each message as a client gave it, then appends them all or none.
-    pub async fn append(
+    /// Appends messages as a client gave them (`add_messages`), all or none.
+    pub async fn append(&self, session_id: &str, inputs: Vec<MessageInput>, expected: Option<u64>) -> Result<Appended> {
+        check_count("the request", inputs.len())?;
+        self.append_named(session_id, inputs, |i| Some(format!("messages[{i}]")), expected).await
+    }
+
+    /// The one append path: each message's image refs resolved, then its fields checked
+    /// (an error naming `param(i)`), then all appended under the rules or none.
+    async fn append_named(
         &self,
         session_id: &str,
-        messages: Vec<MessageInput>,
+        mut inputs: Vec<MessageInput>,
+        param: impl Fn(usize) -> Option<String>,
         expected: Option<u64>,
     ) -> Result<Appended> {
-        check_count("the request", messages.len())?;
-        let mut messages = messages;
-        for (i, input) in messages.iter_mut().enumerate() {
-            self.resolve_images(input).await.map_err(|e| e.within(&format!("messages[{i}]")))?;
+        let within = |i: usize, e: Error| match param(i) {
+            Some(param) => e.within(&param),
+            None => e,
+        };
+        for (i, input) in inputs.iter_mut().enumerate() {
+            self.resolve_images(input).await.map_err(|e| within(i, e))?;
         }
-        let messages = messages
+        let messages = inputs
             .into_iter()
             .enumerate()
-            .map(|(i, m)| m.into_message(Identity::Fresh).map_err(|e| e.within(&format!("messages[{i}]"))))
+            .map(|(i, m)| m.into_message(Identity::Fresh).map_err(|e| within(i, e)))
             .collect::<Result<Vec<_>>>()?;
         self.store.append(session_id, messages, expected).await
     }
@@ -107,6 +127,17 @@ impl Ops {
             false => None,
         };
         Ok(History { messages, revision: page.info.revision, repaired, draft })
+    }
+
+    /// Drops every message after `to_message_id` and the results that directly follow it.
+    pub async fn rewind(
+        &self,
+        session_id: &str,
+        to_message_id: &str,
+        archive: bool,
+        expected: Option<u64>,
+    ) -> Result<Rewound> {
+        self.store.rewind(session_id, to_message_id, archive, expected).await
     }
 
     pub async fn trim(

@@ -1,15 +1,23 @@
-//! The use-cases, between the wire and the stores (`rpc → ops → {session, store}`):
-//! appending, the repaired history view, trimming to fit, import and export, and turns
-//! run through the host. Each takes and returns domain values and applies the rules of
-//! `session` through a `Store`; none knows JSON-RPC. The host (the program that owns the
-//! model) is seen as the `Host` trait, which `rpc` implements over the connection. Uses
-//! of the whole store (every session, retention, the consistency check) serve the
-//! command line.
+//! The use-cases, between the wire and the stores (`rpc → ops → {session, store}`), and
+//! the only way into a store: every method of the server and every command of the
+//! command line calls one of them. Each takes and returns domain values and applies the
+//! rules of `session` through a `Store`; none knows JSON-RPC. Paging, cursors, the
+//! "exactly one of" rules, image refs and provider bodies are resolved here; every limit
+//! and default is in `limits`. The host (the program that owns the model) is seen as
+//! the `Host` trait, which `rpc` implements over the connection.
+//!
+//! One file per group: `sessions` (create, list, fork, …), `messages` (the one append
+//! path of every add_*, the history view, trim, rewind), `compact`, `search`, `images`,
+//! `dict` (to_dict/from_dict), `provider` (export, validate, tokens), `runtime` (turns
+//! through the host), `maintenance` (the whole store, for the command line). A new
+//! use-case is a method on `Ops` in its group's file.
 
 mod compact;
 mod dict;
 mod host;
 mod images;
+pub mod limits;
+mod maintenance;
 mod messages;
 mod provider;
 mod runtime;
@@ -20,33 +28,31 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{Error, Result};
 use crate::store::Store;
 
-pub use compact::Summary;
+pub use compact::Compaction;
+pub use dict::DictSource;
 pub use dict::{DictData, Imported, SessionDict};
 pub use host::{Failure, Host, RuntimeParams};
 pub use images::{ImageData, refs_in_messages, refs_in_payload};
 pub use messages::{Added, History, Trimmed};
 pub use provider::{Exported, TrimmedToFit};
-pub use runtime::{JsonAnswer, RunAnswer, Turn, sweep_crashed_drafts};
-pub use search::{Hit, Hits};
+pub use runtime::{JsonResult, RunResult, Turn};
+pub use search::{Hit, SearchPage};
+pub use sessions::{DeletedMany, SessionPage};
 
-/// The most messages one request may carry (`add_messages`, `from_dict`) and the most
-/// one reply may hold (`history`, `to_dict`): beyond them, error 1005.
-pub const MAX_MESSAGES: u64 = 100_000;
-
-fn check_count(what: &str, n: usize) -> Result<()> {
-    if n as u64 > MAX_MESSAGES {
-        return Err(Error::TooLarge(format!("{what} holds {n} messages; the limit is {MAX_MESSAGES}")));
-    }
-    Ok(())
+/// The use-cases of one connection (or one command): its store, reached only through
+/// them, and its host.
+#[derive(Clone)]
+pub struct Ops {
+    store: Arc<dyn Store>,
+    host: Arc<dyn Host>,
 }
 
-/// The use-cases of one connection: its store and its host.
-pub struct Ops {
-    pub store: Arc<dyn Store>,
-    pub host: Arc<dyn Host>,
+impl Ops {
+    pub fn new(store: Arc<dyn Store>, host: Arc<dyn Host>) -> Self {
+        Ops { store, host }
+    }
 }
 
 /// What a request carries into the operation it runs: the token `$/cancelRequest`

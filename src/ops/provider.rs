@@ -4,7 +4,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::ops::{MAX_MESSAGES, Ops, check_count};
+use crate::ops::Ops;
+use crate::ops::limits::{MAX_MESSAGES, check_count};
 use crate::session::export::{self, Format, Violation, Warning};
 use crate::session::{Message, check_revision, tokens};
 use crate::store::{HistoryPage, Removed};

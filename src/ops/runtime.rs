@@ -18,7 +18,7 @@ use crate::session::image::ImageInput;
 use crate::session::{
     Draft, DraftEnd, Identity, Message, MessageInput, Role, STALE_AFTER_MS, check_revision, now_ms, owner,
 };
-use crate::store::{Appended, Store};
+use crate::store::Appended;
 
 /// A draft is saved at least this often while deltas arrive…
 const SAVE_EVERY: Duration = Duration::from_millis(250);
@@ -44,7 +44,7 @@ pub struct Turn {
 
 /// The result of `session/run` and `session/stream`.
 #[derive(Debug, Clone, Serialize)]
-pub struct RunAnswer {
+pub struct RunResult {
     pub text: Option<String>,
     pub tool_calls: Option<Vec<Value>>,
     pub usage: Option<Value>,
@@ -54,7 +54,7 @@ pub struct RunAnswer {
 
 /// The result of `session/json`.
 #[derive(Debug, Clone, Serialize)]
-pub struct JsonAnswer {
+pub struct JsonResult {
     pub value: Value,
     pub text: String,
     pub usage: Option<Value>,
@@ -74,9 +74,9 @@ pub(super) struct Answer {
 impl Answer {
     /// Splits the answer into the message to store and the result of the turn, whose
     /// ids and revision the store fills in.
-    fn split(self) -> (Message, impl FnOnce(Appended) -> RunAnswer) {
+    fn split(self) -> (Message, impl FnOnce(Appended) -> RunResult) {
         let Answer { message, text, tool_calls, usage } = self;
-        (message, move |done: Appended| RunAnswer {
+        (message, move |done: Appended| RunResult {
             text,
             tool_calls,
             usage,
@@ -228,7 +228,7 @@ impl Ops {
         })
     }
 
-    pub async fn run(&self, turn: Turn, call: &Call) -> Result<RunAnswer> {
+    pub async fn run(&self, turn: Turn, call: &Call) -> Result<RunResult> {
         let (params, user, revision) = self.prepare(&turn, "run").await?;
         call.release();
         let response = self.host.run(&params, turn.timeout, &call.cancel).await.map_err(failed)?;
@@ -241,7 +241,7 @@ impl Ops {
     /// Asks until the answer's text is JSON valid against `schema`, at most `retries`
     /// times more; each retry sends the first ask's messages, the rejected answer and a
     /// user message naming each error (sent, not stored).
-    pub async fn json(&self, turn: Turn, schema: Value, retries: u32, call: &Call) -> Result<JsonAnswer> {
+    pub async fn json(&self, turn: Turn, schema: Value, retries: u32, call: &Call) -> Result<JsonResult> {
         let validator = jsonschema::draft202012::new(&schema).map_err(|e| Error::invalid(format!("schema: {e}")))?;
         let (mut params, user, revision) = self.prepare(&turn, "json").await?;
         params.response_format = Some(json!({"type": "json_schema", "schema": schema}));
@@ -260,7 +260,7 @@ impl Ops {
                         let message = Message { metadata: answer.message.metadata, ..message };
                         let done = self.commit(&turn.session_id, user, message, revision, &response, None).await?;
                         let (message_ids, revision) = (done.message_ids, done.revision);
-                        return Ok(JsonAnswer { value, text, usage: answer.usage, message_ids, revision });
+                        return Ok(JsonResult { value, text, usage: answer.usage, message_ids, revision });
                     }
                     errors
                 }
@@ -279,7 +279,7 @@ impl Ops {
 
     /// As `run`, streamed: deltas grow a draft (saved every 250 ms or 4 KiB); the final
     /// answer is what is stored. Ended early, the draft is kept as messages.
-    pub async fn stream(&self, turn: Turn, call: &Call) -> Result<RunAnswer> {
+    pub async fn stream(&self, turn: Turn, call: &Call) -> Result<RunResult> {
         let (mut params, user, revision) = self.prepare(&turn, "run").await?;
         let stream_id = crate::mint::id();
         params.stream_id = Some(stream_id.clone());
@@ -391,14 +391,16 @@ fn retry_note(errors: &[(String, String)]) -> String {
     note
 }
 
-/// Keeps, as messages marked `reason: "crashed"`, every draft whose owner stopped
-/// refreshing it; returns how many it kept. Run now and then by every process.
-pub async fn sweep_crashed_drafts(store: &dyn Store) -> Result<usize> {
-    let mut kept = 0;
-    for stream_id in store.stale_drafts(now_ms() - STALE_AFTER_MS).await? {
-        if store.settle_draft(&stream_id, DraftEnd::Crashed).await?.is_some() {
-            kept += 1;
+impl Ops {
+    /// Keeps, as messages marked `reason: "crashed"`, every draft whose owner stopped
+    /// refreshing it; returns how many it kept. Run now and then by every process.
+    pub async fn sweep_crashed_drafts(&self) -> Result<usize> {
+        let mut kept = 0;
+        for stream_id in self.store.stale_drafts(now_ms() - STALE_AFTER_MS).await? {
+            if self.store.settle_draft(&stream_id, DraftEnd::Crashed).await?.is_some() {
+                kept += 1;
+            }
         }
+        Ok(kept)
     }
-    Ok(kept)
 }

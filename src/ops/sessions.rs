@@ -1,81 +1,107 @@
-//! Use-cases over the whole store: every session (read page by page), retention (the
-//! sessions not updated since a time, deleted unless they changed meanwhile), and the
-//! consistency check (the store's own, then every history against the rules).
+//! Sessions as wholes: create, read, list a page, change their fields, delete, fork,
+//! clear; and the store itself (its kind, flushing it, watching it).
 
-use crate::error::{Error, Result, quote};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
 use crate::ops::Ops;
-use crate::session::{Audit, ListKey, SessionInfo};
+use crate::ops::limits::{DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, cut, one_more, page_size};
+use crate::session::{Fields, ListKey, Patch, SessionInfo, stamp_param};
+use crate::store::feed::Watcher;
+use crate::store::{Doomed, Removed};
 
-/// Sessions, or messages, read at once while walking the store.
-const PAGE: usize = 1000;
+/// A page of `session/list`, and the cursor of the next one.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionPage {
+    pub sessions: Vec<SessionInfo>,
+    pub next_cursor: Option<String>,
+}
+
+/// The result of `session/delete_many`.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct DeletedMany {
+    pub deleted: u64,
+}
 
 impl Ops {
-    /// The sessions in `session/list` order (newest creation first), at most `limit`.
-    pub async fn sessions(&self, limit: Option<usize>) -> Result<Vec<SessionInfo>> {
-        let mut out: Vec<SessionInfo> = Vec::new();
-        let mut after = None;
-        loop {
-            let want = limit.map_or(PAGE, |l| l.saturating_sub(out.len()).min(PAGE));
-            if want == 0 {
-                return Ok(out);
-            }
-            let page = self.store.list(want, after).await?;
-            let last_page = page.len() < want;
-            after = page.last().map(ListKey::of);
-            out.extend(page);
-            if last_page {
-                return Ok(out);
-            }
-        }
+    /// `memory`, `sqlite` or `postgres`.
+    pub fn store_kind(&self) -> &'static str {
+        self.store.kind()
     }
 
-    /// The sessions last updated before `cutoff` (a canonical time stamp), in list order.
-    pub async fn updated_before(&self, cutoff: &str) -> Result<Vec<SessionInfo>> {
-        let all = self.sessions(None).await?;
-        Ok(all.into_iter().filter(|s| s.updated_at.as_str() < cutoff).collect())
+    pub async fn create(&self, session_id: Option<String>, fields: Fields) -> Result<SessionInfo> {
+        self.store.create(session_id, fields).await
     }
 
-    /// Deletes each session unless it changed (or went) since `sessions` were read;
-    /// returns the ones deleted. Forks keep their history.
-    pub async fn delete_unchanged(&self, sessions: Vec<SessionInfo>) -> Result<Vec<SessionInfo>> {
-        let mut deleted = Vec::new();
-        for info in sessions {
-            match self.store.delete(&info.session_id, Some(info.revision)).await {
-                Ok(()) => deleted.push(info),
-                Err(Error::RevisionConflict { .. } | Error::SessionNotFound(_)) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(deleted)
+    pub async fn get(&self, session_id: &str) -> Result<SessionInfo> {
+        self.store.get(session_id).await
     }
 
-    /// What is wrong with the store: its own findings (`Store::check`), then, for every
-    /// session, where its stored history breaks the conversation rules (`Audit`).
-    pub async fn check(&self) -> Result<Vec<String>> {
-        let mut findings = self.store.check().await?;
-        for info in self.sessions(None).await? {
-            let id = &info.session_id;
-            let mut audit = Audit::default();
-            let mut offset = 0;
-            loop {
-                let page = match self.store.history(id, offset, Some(PAGE as u64)).await {
-                    Ok(page) => page,
-                    // Deleted since it was listed.
-                    Err(Error::SessionNotFound(_)) => break,
-                    Err(e) => {
-                        findings.push(format!("session {}: its history cannot be read: {e}", quote(id)));
-                        break;
-                    }
-                };
-                for message in &page.messages {
-                    findings.extend(audit.check(message).into_iter().map(|f| format!("session {}: {f}", quote(id))));
-                }
-                offset += page.messages.len() as u64;
-                if page.messages.len() < PAGE {
-                    break;
-                }
+    /// A page of sessions, newest creation first, from `cursor` (a `next_cursor` given
+    /// before), only those last updated before `updated_before` when given.
+    pub async fn list(
+        &self,
+        limit: Option<u64>,
+        cursor: Option<&str>,
+        updated_before: Option<&str>,
+    ) -> Result<SessionPage> {
+        let limit = page_size(limit, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT)?;
+        let after = cursor.map(ListKey::from_cursor).transpose()?;
+        let before = updated_before.map(|at| stamp_param("updated_before", at)).transpose()?;
+        let found = self.store.list_updated_before(one_more(limit) as usize, after, before).await?;
+        let (sessions, more) = cut(found, limit);
+        let next_cursor = if more { sessions.last().map(|s| ListKey::of(s).to_cursor()) } else { None };
+        Ok(SessionPage { sessions, next_cursor })
+    }
+
+    pub async fn update(&self, session_id: &str, patch: Patch, expected: Option<u64>) -> Result<SessionInfo> {
+        self.store.update(session_id, patch, expected).await
+    }
+
+    pub async fn delete(&self, session_id: &str, expected: Option<u64>) -> Result<()> {
+        self.store.delete(session_id, expected).await
+    }
+
+    /// Deletes the sessions named, or those last updated before a time: exactly one of
+    /// the two must be given.
+    pub async fn delete_many(
+        &self,
+        session_ids: Option<Vec<String>>,
+        updated_before: Option<&str>,
+    ) -> Result<DeletedMany> {
+        let doomed = match (session_ids, updated_before) {
+            (Some(ids), None) => Doomed::Ids(ids),
+            (None, Some(at)) => Doomed::UpdatedBefore(stamp_param("updated_before", at)?),
+            (None, None) => return Err(Error::invalid("missing field `session_ids` or `updated_before` (give one)")),
+            (Some(_), Some(_)) => {
+                return Err(Error::invalid("give one of `session_ids` and `updated_before`, not both"));
             }
-        }
-        Ok(findings)
+        };
+        Ok(DeletedMany { deleted: self.store.delete_many(doomed).await? })
+    }
+
+    pub async fn fork(
+        &self,
+        session_id: &str,
+        new_session_id: Option<String>,
+        at_message_id: Option<String>,
+    ) -> Result<SessionInfo> {
+        self.store.fork(session_id, new_session_id, at_message_id).await
+    }
+
+    pub async fn clear(&self, session_id: &str, expected: Option<u64>) -> Result<Removed> {
+        self.store.clear(session_id, expected).await
+    }
+
+    /// Makes every acknowledged write durable.
+    pub async fn flush(&self) -> Result<()> {
+        self.store.flush().await
+    }
+
+    /// Every change committed from now on (`session/subscribe`).
+    pub fn watch(&self) -> Arc<Watcher> {
+        self.store.watch()
     }
 }

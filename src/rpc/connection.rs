@@ -1,29 +1,28 @@
 //! One client connection: takes frames in the order they arrived, answers what is
-//! malformed, runs each call through the method registry (jsonrpsee's `Methods`) in its
-//! session's order and within the byte budget (`rpc::budget`), and keeps the lifecycle
-//! (`shutdown`, `exit`, end of input).
+//! malformed, hands each call to its executor (`execute::Run`: the method registry,
+//! jsonrpsee's `Methods`, in its session's order and within the byte budget), and keeps
+//! the lifecycle (`shutdown`, `exit`, end of input).
 
 use std::collections::HashMap;
-use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::FutureExt as _;
 use futures_util::future::{BoxFuture, join_all, ready};
-use jsonrpsee::types::{ErrorObjectOwned, Id, Params};
-use jsonrpsee::{ConnectionId, Extensions, MethodCallback, MethodResponse, Methods};
+use jsonrpsee::Methods;
+use jsonrpsee::types::{ErrorObjectOwned, Params};
 use serde_json::value::RawValue;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::ops::Call;
 use crate::pool::Pool;
 use crate::rpc::budget::Budget;
 use crate::rpc::envelope::{Element, Frame, classify};
 use crate::rpc::error::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, plain, too_large};
+use crate::rpc::execute::{Run, Stop};
 use crate::rpc::framing::Incoming;
-use crate::rpc::methods::{Order, Registry, Runs, Spec};
-use crate::rpc::order::{self, Sequencer, Stage, Turn};
-use crate::rpc::outgoing::{Written, error_reply, with_id};
+use crate::rpc::methods::{Order, Registry, Spec};
+use crate::rpc::order::{self, Sequencer, Stage};
+use crate::rpc::outgoing::{error_reply, with_id};
 use crate::rpc::peer::Peer;
 use crate::rpc::stdio::Input;
 use crate::rpc::writer::{Outbox, Reply};
@@ -238,9 +237,9 @@ impl Connection {
             (false, Order::Append) => (order::keys(spec.order, params), Stage::Queued),
             (false, order) => (order::keys(order, params), Stage::Done),
         };
-        let turn = self.sequencer.enter(keys, stage);
+        let place = self.sequencer.enter(keys, stage);
         // An append lets the next append on its session start once its write is queued.
-        let queued = (stage == Stage::Queued).then(|| turn.on_queued());
+        let queued = (stage == Stage::Queued).then(|| place.on_queued());
         let cancel = CancellationToken::new();
         if let Some(id) = &id {
             lock(&self.cancels).insert(id.clone(), cancel.clone());
@@ -249,7 +248,7 @@ impl Connection {
             callback,
             runs: spec.runs,
             params: Params::new(params.map(RawValue::get)).into_owned(),
-            turn,
+            place,
             queued,
             cancel,
             budget: self.budget.clone(),
@@ -296,108 +295,11 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Why a call ended without its method's response.
-enum Stop {
-    Cancelled,
-    Panicked,
-}
-
-/// One call on its way: waits for its place in its sessions' order and among the
-/// running requests, then runs where its method runs.
-struct Run {
-    callback: MethodCallback,
-    runs: Runs,
-    params: Params<'static>,
-    turn: Turn,
-    /// For an append: what tells the next one that its write is queued.
-    queued: Option<Box<dyn FnOnce() + Send>>,
-    cancel: CancellationToken,
-    budget: Budget,
-    cpu: Pool,
-    max: usize,
-}
-
-impl Run {
-    async fn run(self) -> Result<MethodResponse, Stop> {
-        let Run { callback, runs, params, mut turn, queued: on_queued, cancel, budget, cpu, max } = self;
-        // Waiting in line may always be cancelled.
-        let queued = async {
-            turn.ready().await;
-            match runs {
-                Runs::Host => None,
-                _ => budget.start().await,
-            }
-        };
-        let running = tokio::select! {
-            running = queued => running,
-            () = cancel.cancelled() => return Err(Stop::Cancelled),
-        };
-        // The method may let its session go before it ends (`Call::release`).
-        let turn = Arc::new(Mutex::new(Some(turn)));
-        let release = {
-            let turn = turn.clone();
-            Box::new(move || drop(lock(&turn).take())) as Box<dyn FnOnce() + Send>
-        };
-        let mut extensions = Extensions::new();
-        extensions.insert(Arc::new(Call::new(cancel.clone(), release)));
-        extensions.insert(Arc::new(Written::new(max)));
-        let work = match runs {
-            Runs::Inline | Runs::Host => {
-                let work = AssertUnwindSafe(invoke(callback, params, max, extensions, on_queued)).catch_unwind();
-                async move { work.await.map_err(|_| Stop::Panicked) }.boxed()
-            }
-            Runs::Pool | Runs::PoolWrites => {
-                let runtime = tokio::runtime::Handle::current();
-                let job = move || runtime.block_on(invoke(callback, params, max, extensions, on_queued));
-                async move { cpu.run(job).await.map_err(|_| Stop::Panicked) }.boxed()
-            }
-        };
-        let outcome = match runs {
-            Runs::Pool => tokio::select! {
-                outcome = work => outcome,
-                () = cancel.cancelled() => Err(Stop::Cancelled),
-            },
-            _ => work.await,
-        };
-        let turn = lock(&turn).take();
-        if let Some(mut turn) = turn {
-            turn.finish_in_order().await;
-        }
-        drop(running);
-        outcome
-    }
-}
-
-/// Runs a method; a result that would make a reply over `max` bytes becomes an error
-/// (the registry stops serializing at the limit). `on_queued`, for an append, is called
-/// once the store has queued its write (`store::queued`).
-async fn invoke(
-    callback: MethodCallback,
-    params: Params<'static>,
-    max: usize,
-    extensions: Extensions,
-    on_queued: Option<Box<dyn FnOnce() + Send>>,
-) -> MethodResponse {
-    let work = async move {
-        match callback {
-            MethodCallback::Sync(f) => f(Id::Null, params, max, extensions),
-            MethodCallback::Async(f) => f(Id::Null, params, ConnectionId(0), max, extensions).await,
-            MethodCallback::Subscription(_) | MethodCallback::Unsubscription(_) => MethodResponse::error(
-                Id::Null,
-                plain(METHOD_NOT_FOUND, "method not found: subscriptions are not offered"),
-            ),
-        }
-    };
-    match on_queued {
-        Some(hook) => crate::store::queued::scope(hook, work).await,
-        None => work.await,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::rpc::framing::{Decoder, FramingCell};
+    use crate::rpc::methods::Runs;
     use crate::rpc::stdio::Source;
 
     #[tokio::test]

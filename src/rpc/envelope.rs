@@ -127,6 +127,101 @@ fn is_valid_id(id: &RawValue) -> bool {
             && s.parse::<f64>().is_ok_and(f64::is_finite))
 }
 
+/// The `id` member of a JSON object, as JSON text, read from the object's first bytes
+/// (which may be cut off). Only a string or number id counts.
+pub fn request_id(prefix: &[u8]) -> Option<String> {
+    let mut s = Scanner { b: prefix, i: 0 };
+    s.ws();
+    s.eat(b'{')?;
+    loop {
+        s.ws();
+        let key = s.string()?;
+        s.ws();
+        s.eat(b':')?;
+        s.ws();
+        let start = s.i;
+        s.value()?;
+        let value = &prefix[start..s.i];
+        if key == b"\"id\"" {
+            return match serde_json::from_slice::<serde_json::Value>(value).ok()? {
+                serde_json::Value::String(_) | serde_json::Value::Number(_) => {
+                    Some(String::from_utf8_lossy(value).into_owned())
+                }
+                _ => None,
+            };
+        }
+        s.ws();
+        s.eat(b',')?;
+    }
+}
+
+/// Just enough of a JSON tokenizer to step over members of an object.
+struct Scanner<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Scanner<'a> {
+    fn ws(&mut self) {
+        while self.b.get(self.i).is_some_and(u8::is_ascii_whitespace) {
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.b.get(self.i) == Some(&c)).then(|| self.i += 1)
+    }
+
+    fn string(&mut self) -> Option<&'a [u8]> {
+        let start = self.i;
+        self.eat(b'"')?;
+        loop {
+            match *self.b.get(self.i)? {
+                b'\\' => self.i += 2,
+                b'"' => {
+                    self.i += 1;
+                    return Some(&self.b[start..self.i]);
+                }
+                _ => self.i += 1,
+            }
+        }
+    }
+
+    fn value(&mut self) -> Option<()> {
+        match *self.b.get(self.i)? {
+            b'"' => self.string().map(drop),
+            b'{' | b'[' => {
+                let mut depth = 0usize;
+                loop {
+                    match *self.b.get(self.i)? {
+                        b'"' => {
+                            self.string()?;
+                            continue;
+                        }
+                        b'{' | b'[' => depth += 1,
+                        b'}' | b']' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                self.i += 1;
+                                return Some(());
+                            }
+                        }
+                        _ => {}
+                    }
+                    self.i += 1;
+                }
+            }
+            _ => {
+                let start = self.i;
+                while self.b.get(self.i).is_some_and(|c| !matches!(c, b',' | b'}' | b']') && !c.is_ascii_whitespace()) {
+                    self.i += 1;
+                }
+                (self.i > start && self.i < self.b.len()).then_some(())
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,5 +295,15 @@ mod tests {
         assert!(matches!(items[0], Element::Invalid { .. }));
         assert!(matches!(items[1], Element::Call { id: None, .. }));
         assert!(matches!(items[2], Element::Response { ok: Ok(_), .. }));
+    }
+
+    #[test]
+    fn request_ids_from_prefixes() {
+        assert_eq!(request_id(br#"{"jsonrpc":"2.0","id":"a\"b","method":"m"}"#).as_deref(), Some(r#""a\"b""#));
+        assert_eq!(request_id(br#"{"params":{"id":1,"x":[{"id":2}]},"id":3,"#).as_deref(), Some("3"));
+        assert_eq!(request_id(br#"{"params":{"id":1},"method":"m","#), None);
+        assert_eq!(request_id(br#"{"id":12"#), None, "a number cut off is not an id");
+        assert_eq!(request_id(br#"{"id":null}"#), None);
+        assert_eq!(request_id(b"[1,2]"), None);
     }
 }

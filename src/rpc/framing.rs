@@ -1,12 +1,13 @@
 //! Frames on the byte stream: the LSP base protocol (`Content-Length` headers) and
 //! newline-delimited JSON, chosen by the first byte in `auto` mode. The reader never
 //! buffers more than the frame limit: an oversized frame is read past, keeping only its
-//! first bytes to find the request id for the error reply.
+//! first bytes to find the request id for the error reply (`envelope::request_id`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::error::quote;
+use crate::rpc::envelope::request_id;
 
 /// How many leading bytes of an oversized frame are kept to find its id.
 const ID_PREFIX: usize = 64 * 1024;
@@ -342,101 +343,6 @@ fn find_content_length(line: &[u8]) -> Option<usize> {
     line.windows(NEEDLE.len()).rposition(|w| w.eq_ignore_ascii_case(NEEDLE))
 }
 
-/// The `id` member of a JSON object, as JSON text, read from the object's first bytes
-/// (which may be cut off). Only a string or number id counts.
-pub fn request_id(prefix: &[u8]) -> Option<String> {
-    let mut s = Scanner { b: prefix, i: 0 };
-    s.ws();
-    s.eat(b'{')?;
-    loop {
-        s.ws();
-        let key = s.string()?;
-        s.ws();
-        s.eat(b':')?;
-        s.ws();
-        let start = s.i;
-        s.value()?;
-        let value = &prefix[start..s.i];
-        if key == b"\"id\"" {
-            return match serde_json::from_slice::<serde_json::Value>(value).ok()? {
-                serde_json::Value::String(_) | serde_json::Value::Number(_) => {
-                    Some(String::from_utf8_lossy(value).into_owned())
-                }
-                _ => None,
-            };
-        }
-        s.ws();
-        s.eat(b',')?;
-    }
-}
-
-/// Just enough of a JSON tokenizer to step over members of an object.
-struct Scanner<'a> {
-    b: &'a [u8],
-    i: usize,
-}
-
-impl<'a> Scanner<'a> {
-    fn ws(&mut self) {
-        while self.b.get(self.i).is_some_and(u8::is_ascii_whitespace) {
-            self.i += 1;
-        }
-    }
-
-    fn eat(&mut self, c: u8) -> Option<()> {
-        (self.b.get(self.i) == Some(&c)).then(|| self.i += 1)
-    }
-
-    fn string(&mut self) -> Option<&'a [u8]> {
-        let start = self.i;
-        self.eat(b'"')?;
-        loop {
-            match *self.b.get(self.i)? {
-                b'\\' => self.i += 2,
-                b'"' => {
-                    self.i += 1;
-                    return Some(&self.b[start..self.i]);
-                }
-                _ => self.i += 1,
-            }
-        }
-    }
-
-    fn value(&mut self) -> Option<()> {
-        match *self.b.get(self.i)? {
-            b'"' => self.string().map(drop),
-            b'{' | b'[' => {
-                let mut depth = 0usize;
-                loop {
-                    match *self.b.get(self.i)? {
-                        b'"' => {
-                            self.string()?;
-                            continue;
-                        }
-                        b'{' | b'[' => depth += 1,
-                        b'}' | b']' => {
-                            depth -= 1;
-                            if depth == 0 {
-                                self.i += 1;
-                                return Some(());
-                            }
-                        }
-                        _ => {}
-                    }
-                    self.i += 1;
-                }
-            }
-            _ => {
-                let start = self.i;
-                while self.b.get(self.i).is_some_and(|c| !matches!(c, b',' | b'}' | b']') && !c.is_ascii_whitespace()) {
-                    self.i += 1;
-                }
-                (self.i > start && self.i < self.b.len()).then_some(())
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -507,15 +413,5 @@ mod tests {
     fn ends_inside_a_frame() {
         assert_eq!(frames(b"Content-Length: 10\r\n\r\n{\"a\"", None, 100).0, []);
         assert_eq!(frames(b"Content-Len", None, 100).0, []);
-    }
-
-    #[test]
-    fn request_ids_from_prefixes() {
-        assert_eq!(request_id(br#"{"jsonrpc":"2.0","id":"a\"b","method":"m"}"#).as_deref(), Some(r#""a\"b""#));
-        assert_eq!(request_id(br#"{"params":{"id":1,"x":[{"id":2}]},"id":3,"#).as_deref(), Some("3"));
-        assert_eq!(request_id(br#"{"params":{"id":1},"method":"m","#), None);
-        assert_eq!(request_id(br#"{"id":12"#), None, "a number cut off is not an id");
-        assert_eq!(request_id(br#"{"id":null}"#), None);
-        assert_eq!(request_id(b"[1,2]"), None);
     }
 }

@@ -34,7 +34,7 @@ impl LocalServer {
         // No client answers server requests here: a turn through the host fails at once
         // (1008 `disconnected`) instead of waiting.
         peer.close();
-        let ops = Ops { store, host: Arc::new(PeerHost(peer.clone())) };
+        let ops = Ops::new(store, Arc::new(PeerHost(peer.clone())));
         let ctx = methods::Ctx::new(ops, peer.clone(), FramingCell::new(Some(Framing::Ndjson)), max_message_bytes);
         let limits = crate::rpc::Config {
             framing: Some(Framing::Ndjson),

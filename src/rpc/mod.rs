@@ -6,6 +6,7 @@ pub mod budget;
 mod connection;
 mod envelope;
 pub mod error;
+mod execute;
 pub mod framing;
 mod host;
 mod local;
@@ -20,7 +21,7 @@ mod writer;
 use std::io;
 use std::sync::Arc;
 
-use crate::ops::{self, Ops};
+use crate::ops::Ops;
 use crate::rpc::connection::Connection;
 use crate::rpc::framing::{Decoder, Framing, FramingCell};
 use crate::rpc::host::PeerHost;
@@ -52,16 +53,19 @@ pub async fn serve(config: Config, store: Arc<dyn Store>, input: Source, output:
     let framing = FramingCell::new(config.framing);
     let (outbox, writer) = writer::spawn(output, framing.clone())?;
     let peer = Arc::new(Peer::new(outbox.clone()));
-    let ops = Ops { store: store.clone(), host: Arc::new(PeerHost(peer.clone())) };
-    let ctx = methods::Ctx::new(ops, peer.clone(), framing.clone(), config.max_message_bytes);
+    let ops = Ops::new(store, Arc::new(PeerHost(peer.clone())));
+    let ctx = methods::Ctx::new(ops.clone(), peer.clone(), framing.clone(), config.max_message_bytes);
     let connection = Connection::new(methods::module(ctx), outbox, peer, &config);
     let input = Input::new(input, Decoder::new(framing, config.max_message_bytes))?;
-    let sweeper = tokio::spawn(sweep(store.clone()));
+    let sweeper = tokio::spawn(sweep(ops.clone()));
     let code = connection.run(input).await;
     sweeper.abort();
-    if let Err(e) = store.flush().await {
+    let _ = sweeper.await;
+    if let Err(e) = ops.flush().await {
         tracing::error!(error = %e, "could not make the last writes durable");
     }
+    // The host is the client: with the last `Ops`, the last sender of the outbox goes.
+    drop(ops);
     // Every sender of the outbox is gone now; the writer drains its queue and ends.
     writer.join().await;
     Ok(code)
@@ -69,9 +73,9 @@ pub async fn serve(config: Config, store: Arc<dyn Store>, input: Source, output:
 
 /// Keeps, now and every second, the drafts of streams whose process died (this one's
 /// from an earlier run, or another's on the same store).
-async fn sweep(store: Arc<dyn Store>) {
+async fn sweep(ops: Ops) {
     loop {
-        match ops::sweep_crashed_drafts(&*store).await {
+        match ops.sweep_crashed_drafts().await {
             Ok(0) => {}
             Ok(kept) => tracing::info!(kept, "kept the drafts of streams whose process died"),
             Err(e) => tracing::warn!(error = %e, "cannot look for the drafts of dead streams"),

@@ -89,7 +89,7 @@ struct Line {
 }
 
 /// A request's place in the order of each of its keys.
-pub struct Turn {
+pub struct Place {
     sequencer: Arc<Sequencer>,
     number: u64,
     keys: Vec<String>,
@@ -104,7 +104,7 @@ impl Sequencer {
     /// Takes the next place for `keys`, waiting for the requests before it on them to
     /// reach `stage` (`Queued` only for appends); must be called in the order requests
     /// arrive.
-    pub fn enter(self: &Arc<Self>, mut keys: Vec<String>, stage: Stage) -> Turn {
+    pub fn enter(self: &Arc<Self>, mut keys: Vec<String>, stage: Stage) -> Place {
         keys.sort_unstable();
         keys.dedup();
         let mine = Arc::new(Gate::default());
@@ -132,7 +132,7 @@ impl Sequencer {
         let number = state.next;
         state.next += 1;
         state.running.insert(number, mine.clone());
-        Turn { sequencer: self.clone(), number, keys, before, previous, mine }
+        Place { sequencer: self.clone(), number, keys, before, previous, mine }
     }
 
     #[cfg(test)]
@@ -142,7 +142,7 @@ impl Sequencer {
     }
 }
 
-impl Turn {
+impl Place {
     /// Waits until every earlier request with one of these keys has gone far enough.
     pub async fn ready(&mut self) {
         // One at a time, so that a wait given up (cancelled) loses none of them.
@@ -168,7 +168,7 @@ impl Turn {
     }
 }
 
-impl Drop for Turn {
+impl Drop for Place {
     fn drop(&mut self) {
         let mut state = self.sequencer.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.running.remove(&self.number);

@@ -63,12 +63,12 @@ pub fn with_id(id: &str, response: MethodResponse, max: usize) -> Reply {
 }
 
 /// A method's result as it goes into its reply: serialized, or (`Splice`) in pieces.
-pub trait Answer: Send + 'static {
-    fn answer(self, to: &Written) -> Result<(), ErrorObjectOwned>;
+pub trait MethodResult: Send + 'static {
+    fn write_to(self, to: &Written) -> Result<(), ErrorObjectOwned>;
 }
 
-impl<T: Serialize + Send + 'static> Answer for T {
-    fn answer(self, to: &Written) -> Result<(), ErrorObjectOwned> {
+impl<T: Serialize + Send + 'static> MethodResult for T {
+    fn write_to(self, to: &Written) -> Result<(), ErrorObjectOwned> {
         to.write(|pieces| pieces.json(&self))
     }
 }

@@ -117,7 +117,7 @@ pub enum Identity {
     Fresh,
     /// Imported (`from_dict`): a given `id` and `created_at` are kept (the time stamp in
     /// its canonical form), and the message is kept as given.
-    Keep,
+    Given,
 }
 
 impl MessageInput {
@@ -168,7 +168,7 @@ impl MessageInput {
             metadata: self.metadata,
             ..Message::new(self.role, self.content)
         };
-        if identity == Identity::Keep {
+        if identity == Identity::Given {
             if let Some(id) = self.id {
                 if id.is_empty() {
                     return Err(Error::invalid("id: must not be empty"));
@@ -266,7 +266,7 @@ mod tests {
     use serde_json::json;
 
     fn input(v: Value) -> Result<Message> {
-        serde_json::from_value::<MessageInput>(v).map_err(Error::invalid)?.into_message(Identity::Keep)
+        serde_json::from_value::<MessageInput>(v).map_err(Error::invalid)?.into_message(Identity::Given)
     }
 
     #[test]

@@ -8,9 +8,9 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::error::{Error, Result};
-use crate::ops::{Call, DictData, Imported, SessionDict, refs_in_messages};
-use crate::rpc::methods::history::Reply;
+use crate::error::Result;
+use crate::ops::{Call, DictData, DictSource, Imported, SessionDict, refs_in_messages};
+use crate::rpc::methods::shown::Shown;
 use crate::rpc::methods::{Ctx, is_empty_array, param_errors};
 use crate::rpc::outgoing::{Pieces, Splice};
 use crate::session::export::Format;
@@ -24,9 +24,9 @@ pub struct ToDictParams {
     images: Images,
 }
 
-pub async fn to_dict(ctx: Arc<Ctx>, p: ToDictParams, _: Arc<Call>) -> Result<Reply<SessionDict>> {
+pub async fn to_dict(ctx: Arc<Ctx>, p: ToDictParams, _: Arc<Call>) -> Result<Shown<SessionDict>> {
     let dict = ctx.ops.to_dict(p.session_id.as_str()).await?;
-    Reply::with_images(dict, p.images, |v| refs_in_messages(&mut v["messages"]))
+    Shown::with_images(dict, p.images, |v| refs_in_messages(&mut v["messages"]))
 }
 
 /// As `SessionDict` serializes, with the messages' texts shared, not copied.
@@ -69,22 +69,25 @@ struct OwnDict(#[serde(deserialize_with = "empty_table::object")] DictData);
 pub async fn from_dict(ctx: Arc<Ctx>, p: FromDictParams, _: Arc<Call>) -> Result<Imported> {
     // A Lua host writes an empty table as `[]`: read as `{}`.
     let raw = if is_empty_array(p.data.get()) { "{}" } else { p.data.get() };
-    let data = match (p.format, p.session_id) {
-        (None, Some(_)) => return Err(Error::invalid("session_id: give it inside `data` (or with a `format`)")),
-        (None, None) => {
-            let parsed = serde_path_to_error::deserialize::<_, OwnDict>(&mut serde_json::Deserializer::from_str(raw));
-            parsed.map(|own| own.0).map_err(|e| {
-                let path = match e.path().to_string() {
-                    root if root == "." => "data".to_owned(),
-                    path => format!("data.{path}"),
-                };
-                param_errors::describe(raw, &path, e.into_inner())
-            })?
-        }
-        (Some(format), session_id) => {
+    let source = match p.format {
+        None => DictSource::Own(own_dict(raw)),
+        Some(format) => {
             let body: Value = serde_json::from_str(raw).map_err(|e| param_errors::describe(raw, "data", e))?;
-            DictData::from_body(format, &body, session_id.map(SessionId::into_string))?
+            DictSource::Body { format, body }
         }
     };
-    ctx.ops.from_dict(data, p.replace, p.repair, p.expected_revision).await
+    let session_id = p.session_id.map(SessionId::into_string);
+    ctx.ops.from_dict(source, session_id, p.replace, p.repair, p.expected_revision).await
+}
+
+/// Our own dict, each error naming the member at fault (`data.messages[2].role: …`).
+fn own_dict(raw: &str) -> Result<DictData> {
+    let parsed = serde_path_to_error::deserialize::<_, OwnDict>(&mut serde_json::Deserializer::from_str(raw));
+    parsed.map(|own| own.0).map_err(|e| {
+        let path = match e.path().to_string() {
+            root if root == "." => "data".to_owned(),
+            path => format!("data.{path}"),
+        };
+        param_errors::describe(raw, &path, e.into_inner())
+    })
 }

@@ -60,7 +60,7 @@ pub async fn initialize(ctx: Arc<Ctx>, p: InitializeParams, _: Arc<Call>) -> Res
         protocol_version: PROTOCOL_VERSION,
         capabilities: Capabilities {
             methods: ctx.method_names.get().cloned().unwrap_or_default(),
-            store: ctx.ops.store.kind(),
+            store: ctx.ops.store_kind(),
             max_message_bytes: ctx.max_message_bytes,
             framing: ctx.framing.get().unwrap_or(Framing::Lsp).name(),
         },
@@ -69,5 +69,5 @@ pub async fn initialize(ctx: Arc<Ctx>, p: InitializeParams, _: Arc<Call>) -> Res
 
 /// Makes every acknowledged write durable; the connection rejects requests after it.
 pub async fn shutdown(ctx: Arc<Ctx>, _: NoParams, _: Arc<Call>) -> Result<()> {
-    ctx.ops.store.flush().await
+    ctx.ops.flush().await
 }

@@ -1,16 +1,23 @@
 //! The methods, declared once each in one table: name, the sessions it orders on,
 //! where it runs, and its handler. Each handler is a thin adapter: it parses its params
-//! (the one edge where wire JSON becomes domain values), calls `ops`, and returns a
-//! result that serializes to the documented shape.
+//! (the one edge where wire JSON becomes domain values), calls one `ops` use-case, and
+//! returns a result that serializes to the documented shape.
+//!
+//! A new method: its params and handler in its group's file (`sessions`, `messages` for
+//! the add_* family, `history` for the view and what drops messages from it, `search`,
+//! `dict`, `provider`, `runtime`, `watch`, `lifecycle`), one line in `module` below, and
+//! its entry in `protocol/openrpc.json` (a test fails until both agree).
 
 mod dict;
-pub(crate) mod history;
+mod history;
 mod lifecycle;
 mod messages;
 mod param_errors;
 mod provider;
 mod runtime;
+mod search;
 mod sessions;
+mod shown;
 mod watch;
 
 use std::collections::HashMap;
@@ -25,7 +32,7 @@ use crate::error::{Error, Result};
 use crate::ops::{Call, Ops};
 use crate::rpc::error::{INTERNAL_ERROR, plain};
 use crate::rpc::framing::FramingCell;
-use crate::rpc::outgoing::{Answer, Written};
+use crate::rpc::outgoing::{MethodResult, Written};
 use crate::rpc::peer::Peer;
 use crate::rpc::watch::Subscriptions;
 use crate::session::export::Format;
@@ -129,16 +136,16 @@ pub fn module(ctx: Ctx) -> Registry {
     t.add("session/fork", Fork, Inline, sessions::fork);
     t.add("session/clear", Session, Inline, sessions::clear);
     t.add("session/rewind", Session, PoolWrites, history::rewind);
-    t.add("session/image", Barrier, Pool, history::image);
+    t.add("session/image", Barrier, Pool, search::image);
     t.add("session/compact", Session, Host, history::compact);
-    t.add("session/search", Barrier, Pool, history::search);
+    t.add("session/search", Barrier, Pool, search::search);
     t.add("session/add_user", Append, Inline, messages::add_user);
     t.add("session/add_assistant", Append, Inline, messages::add_assistant);
     t.add("session/add_tool_result", Append, Inline, messages::add_tool_result);
     t.add("session/add_message", Append, Inline, messages::add_message);
     t.add("session/add_messages", Append, PoolWrites, messages::add_messages);
-    t.add("session/history", Session, Pool, messages::history);
-    t.add("session/trim", Session, PoolWrites, messages::trim);
+    t.add("session/history", Session, Pool, history::history);
+    t.add("session/trim", Session, PoolWrites, history::trim);
     t.add("session/to_dict", Session, Pool, dict::to_dict);
     t.add("session/from_dict", Import, PoolWrites, dict::from_dict);
     t.add("session/export", Session, Pool, provider::export);
@@ -164,7 +171,7 @@ impl Table {
     fn add<P, T, F, Fut>(&mut self, name: &'static str, order: Order, runs: Runs, handler: F)
     where
         P: DeserializeOwned + Send + 'static,
-        T: Answer,
+        T: MethodResult,
         F: Fn(Arc<Ctx>, P, Arc<Call>) -> Fut + Copy + Send + Sync + 'static,
         Fut: Future<Output = Result<T>> + Send + 'static,
     {
@@ -180,7 +187,7 @@ impl Table {
                 // Written here, once; jsonrpsee only sees `null` (`outgoing::Written`).
                 let written =
                     written.ok_or_else(|| plain(INTERNAL_ERROR, "internal error: no place for the result"))?;
-                result.answer(&written)
+                result.write_to(&written)
             }
         });
         if let Err(e) = result {
@@ -247,16 +254,16 @@ mod tests {
     use jsonrpsee::{Extensions, MethodResponse, ResponsePayload};
     use serde_json::value::RawValue;
 
-    use super::history::Reply;
+    use super::shown::Shown;
     use crate::ops::{History, SessionDict};
-    use crate::rpc::outgoing::{Answer, Written, with_id};
+    use crate::rpc::outgoing::{MethodResult, Written, with_id};
     use crate::session::{DraftView, Message, Role};
     use crate::store::{MessageJson, message_json};
 
     /// The reply a method's result makes, as the connection writes it.
-    fn reply(result: impl Answer, max: usize) -> String {
+    fn reply(result: impl MethodResult, max: usize) -> String {
         let written = Arc::new(Written::new(max));
-        let response = match result.answer(&written) {
+        let response = match result.write_to(&written) {
             Ok(()) => MethodResponse::response(Id::Null, ResponsePayload::success(()), max),
             Err(e) => MethodResponse::error(Id::Null, e),
         };
@@ -283,7 +290,7 @@ mod tests {
             let history = History { messages: messages(), revision: 3, repaired: 1, draft };
             let expected =
                 format!(r#"{{"jsonrpc":"2.0","id":7,"result":{}}}"#, serde_json::to_string(&history).unwrap());
-            assert_eq!(reply(Reply::Made(history), usize::MAX), expected);
+            assert_eq!(reply(Shown::Made(history), usize::MAX), expected);
         }
         let dict = SessionDict {
             session_id: "d".into(),
@@ -292,9 +299,9 @@ mod tests {
             messages: messages(),
         };
         let expected = format!(r#"{{"jsonrpc":"2.0","id":7,"result":{}}}"#, serde_json::to_string(&dict).unwrap());
-        assert_eq!(reply(Reply::Made(dict), usize::MAX), expected);
+        assert_eq!(reply(Shown::Made(dict), usize::MAX), expected);
         assert_eq!(
-            reply(Reply::<History>::Rewritten(serde_json::json!({"a": [1]})), 100),
+            reply(Shown::<History>::Rewritten(serde_json::json!({"a": [1]})), 100),
             r#"{"jsonrpc":"2.0","id":7,"result":{"a":[1]}}"#
         );
     }
@@ -302,8 +309,8 @@ mod tests {
     #[test]
     fn a_spliced_result_over_the_limit_is_refused() {
         let history = || History { messages: messages(), revision: 3, repaired: 0, draft: None };
-        let size = reply(Reply::Made(history()), usize::MAX).len();
-        let wire = |max| serde_json::from_str::<serde_json::Value>(&reply(Reply::Made(history()), max)).unwrap();
+        let size = reply(Shown::Made(history()), usize::MAX).len();
+        let wire = |max| serde_json::from_str::<serde_json::Value>(&reply(Shown::Made(history()), max)).unwrap();
         assert_eq!(wire(size)["result"]["revision"], 3, "a reply of exactly the limit is sent");
         assert_eq!(wire(size - 1)["error"]["code"], 1005);
         assert_eq!(wire(size - 40)["error"]["code"], 1005, "and so is a result over it");

@@ -7,9 +7,10 @@ use jsonrpsee::types::ErrorObjectOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
+use crate::ops::limits::{COUNT_FORMAT, REPAIR};
 use crate::ops::{Call, Exported, refs_in_payload};
 use crate::rpc::methods::Ctx;
-use crate::rpc::methods::history::Reply;
+use crate::rpc::methods::shown::Shown;
 use crate::rpc::outgoing::{Pieces, Splice};
 use crate::session::SessionId;
 use crate::session::export::{Format, Violation};
@@ -25,9 +26,9 @@ pub struct ExportParams {
     images: Images,
 }
 
-pub async fn export(ctx: Arc<Ctx>, p: ExportParams, _: Arc<Call>) -> Result<Reply<Exported>> {
-    let exported = ctx.ops.export(p.session_id.as_str(), p.format, p.repair.unwrap_or(true)).await?;
-    Reply::with_images(exported, p.images, |v| refs_in_payload(&mut v["payload"]))
+pub async fn export(ctx: Arc<Ctx>, p: ExportParams, _: Arc<Call>) -> Result<Shown<Exported>> {
+    let exported = ctx.ops.export(p.session_id.as_str(), p.format, p.repair.unwrap_or(REPAIR)).await?;
+    Shown::with_images(exported, p.images, |v| refs_in_payload(&mut v["payload"]))
 }
 
 /// A provider's body is made anew, not kept: serialized whole.
@@ -65,6 +66,6 @@ pub struct Counted {
 }
 
 pub async fn count_tokens(ctx: Arc<Ctx>, p: CountParams, _: Arc<Call>) -> Result<Counted> {
-    let format = p.format.unwrap_or(Format::OpenaiChat);
+    let format = p.format.unwrap_or(COUNT_FORMAT);
     Ok(Counted { tokens: ctx.ops.count_tokens(p.session_id.as_str(), format).await? })
 }

@@ -2,18 +2,15 @@
 //! (`ops::runtime`), which convo asks over this same connection.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::error::Result;
-use crate::ops::{Call, JsonAnswer, RunAnswer, Turn};
+use crate::ops::limits::{JSON_RETRIES, host_timeout};
+use crate::ops::{Call, JsonResult, RunResult, Turn};
 use crate::rpc::methods::Ctx;
 use crate::session::{SessionId, empty_table};
-
-/// How long convo waits for the host by default: ten minutes.
-pub(super) const DEFAULT_TIMEOUT_MS: u64 = 600_000;
 
 #[derive(Deserialize)]
 pub struct RunParams {
@@ -45,18 +42,18 @@ impl RunParams {
             max_tokens: self.max_tokens,
             tools: self.tools,
             metadata: self.metadata,
-            timeout: Duration::from_millis(self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)),
+            timeout: host_timeout(self.timeout_ms),
             expected_revision: self.expected_revision,
             format: ctx.runtime_format(),
         }
     }
 }
 
-pub async fn run(ctx: Arc<Ctx>, p: RunParams, call: Arc<Call>) -> Result<RunAnswer> {
+pub async fn run(ctx: Arc<Ctx>, p: RunParams, call: Arc<Call>) -> Result<RunResult> {
     ctx.ops.run(p.turn(&ctx), &call).await
 }
 
-pub async fn stream(ctx: Arc<Ctx>, p: RunParams, call: Arc<Call>) -> Result<RunAnswer> {
+pub async fn stream(ctx: Arc<Ctx>, p: RunParams, call: Arc<Call>) -> Result<RunResult> {
     ctx.ops.stream(p.turn(&ctx), &call).await
 }
 
@@ -86,7 +83,7 @@ pub struct JsonParams {
     retries: Option<u32>,
 }
 
-pub async fn json(ctx: Arc<Ctx>, p: JsonParams, call: Arc<Call>) -> Result<JsonAnswer> {
+pub async fn json(ctx: Arc<Ctx>, p: JsonParams, call: Arc<Call>) -> Result<JsonResult> {
     let run = RunParams {
         session_id: p.session_id,
         input: p.input,
@@ -98,5 +95,5 @@ pub async fn json(ctx: Arc<Ctx>, p: JsonParams, call: Arc<Call>) -> Result<JsonA
         timeout_ms: p.timeout_ms,
         expected_revision: p.expected_revision,
     };
-    ctx.ops.json(run.turn(&ctx), Value::Object(p.schema), p.retries.unwrap_or(0), &call).await
+    ctx.ops.json(run.turn(&ctx), Value::Object(p.schema), p.retries.unwrap_or(JSON_RETRIES), &call).await
 }

@@ -5,11 +5,10 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::error::{Error, Result};
-use crate::ops::Call;
+use crate::error::Result;
+use crate::ops::{Call, DeletedMany, SessionPage};
 use crate::rpc::methods::{Ctx, RevisionParams, SessionParams, present};
-use crate::session::{Fields, ListKey, Patch, SessionId, SessionInfo, empty_table, stamp_param};
-use crate::store::Doomed;
+use crate::session::{Fields, Patch, SessionId, SessionInfo, empty_table};
 
 #[derive(Deserialize)]
 pub struct CreateParams {
@@ -27,11 +26,11 @@ pub struct CreateParams {
 
 pub async fn create(ctx: Arc<Ctx>, p: CreateParams, _: Arc<Call>) -> Result<SessionInfo> {
     let fields = Fields { system: p.system, cwd: p.cwd, title: p.title, metadata: p.metadata };
-    ctx.ops.store.create(p.session_id.map(SessionId::into_string), fields).await
+    ctx.ops.create(p.session_id.map(SessionId::into_string), fields).await
 }
 
 pub async fn get(ctx: Arc<Ctx>, p: SessionParams, _: Arc<Call>) -> Result<SessionInfo> {
-    ctx.ops.store.get(p.session_id.as_str()).await
+    ctx.ops.get(p.session_id.as_str()).await
 }
 
 #[derive(Deserialize)]
@@ -44,31 +43,8 @@ pub struct ListParams {
     updated_before: Option<String>,
 }
 
-#[derive(Serialize, Clone)]
-pub struct ListResult {
-    sessions: Vec<SessionInfo>,
-    next_cursor: Option<String>,
-}
-
-pub const DEFAULT_LIST_LIMIT: u64 = 100;
-pub const MAX_LIST_LIMIT: u64 = 1000;
-
-pub async fn list(ctx: Arc<Ctx>, p: ListParams, _: Arc<Call>) -> Result<ListResult> {
-    let limit = p.limit.unwrap_or(DEFAULT_LIST_LIMIT);
-    if !(1..=MAX_LIST_LIMIT).contains(&limit) {
-        return Err(Error::invalid(format!("limit: must be from 1 to {MAX_LIST_LIMIT}, got {limit}")));
-    }
-    let limit = limit as usize;
-    let after = p.cursor.as_deref().map(ListKey::from_cursor).transpose()?;
-    let before = p.updated_before.as_deref().map(|at| stamp_param("updated_before", at)).transpose()?;
-    let mut sessions = ctx.ops.store.list_updated_before(limit + 1, after, before).await?;
-    let next_cursor = if sessions.len() > limit {
-        sessions.truncate(limit);
-        sessions.last().map(|s| ListKey::of(s).to_cursor())
-    } else {
-        None
-    };
-    Ok(ListResult { sessions, next_cursor })
+pub async fn list(ctx: Arc<Ctx>, p: ListParams, _: Arc<Call>) -> Result<SessionPage> {
+    ctx.ops.list(p.limit, p.cursor.as_deref(), p.updated_before.as_deref()).await
 }
 
 #[derive(Deserialize)]
@@ -88,7 +64,7 @@ pub struct UpdateParams {
 
 pub async fn update(ctx: Arc<Ctx>, p: UpdateParams, _: Arc<Call>) -> Result<SessionInfo> {
     let patch = Patch { system: p.system, cwd: p.cwd, title: p.title, metadata: p.metadata };
-    ctx.ops.store.update(p.session_id.as_str(), patch, p.expected_revision).await
+    ctx.ops.update(p.session_id.as_str(), patch, p.expected_revision).await
 }
 
 #[derive(Serialize, Clone)]
@@ -97,7 +73,7 @@ pub struct Deleted {
 }
 
 pub async fn delete(ctx: Arc<Ctx>, p: RevisionParams, _: Arc<Call>) -> Result<Deleted> {
-    ctx.ops.store.delete(p.session_id.as_str(), p.expected_revision).await?;
+    ctx.ops.delete(p.session_id.as_str(), p.expected_revision).await?;
     Ok(Deleted { deleted: true })
 }
 
@@ -109,19 +85,9 @@ pub struct DeleteManyParams {
     updated_before: Option<String>,
 }
 
-#[derive(Serialize, Clone)]
-pub struct DeletedMany {
-    deleted: u64,
-}
-
 pub async fn delete_many(ctx: Arc<Ctx>, p: DeleteManyParams, _: Arc<Call>) -> Result<DeletedMany> {
-    let doomed = match (p.session_ids, p.updated_before) {
-        (Some(ids), None) => Doomed::Ids(ids.into_iter().map(SessionId::into_string).collect()),
-        (None, Some(at)) => Doomed::UpdatedBefore(stamp_param("updated_before", &at)?),
-        (None, None) => return Err(Error::invalid("missing field `session_ids` or `updated_before` (give one)")),
-        (Some(_), Some(_)) => return Err(Error::invalid("give one of `session_ids` and `updated_before`, not both")),
-    };
-    Ok(DeletedMany { deleted: ctx.ops.store.delete_many(doomed).await? })
+    let ids = p.session_ids.map(|ids| ids.into_iter().map(SessionId::into_string).collect());
+    ctx.ops.delete_many(ids, p.updated_before.as_deref()).await
 }
 
 #[derive(Deserialize)]
@@ -135,7 +101,7 @@ pub struct ForkParams {
 
 pub async fn fork(ctx: Arc<Ctx>, p: ForkParams, _: Arc<Call>) -> Result<SessionInfo> {
     let new_id = p.new_session_id.map(SessionId::into_string);
-    ctx.ops.store.fork(p.session_id.as_str(), new_id, p.at_message_id).await
+    ctx.ops.fork(p.session_id.as_str(), new_id, p.at_message_id).await
 }
 
 #[derive(Serialize, Clone)]
@@ -145,6 +111,6 @@ pub struct Cleared {
 }
 
 pub async fn clear(ctx: Arc<Ctx>, p: RevisionParams, _: Arc<Call>) -> Result<Cleared> {
-    let done = ctx.ops.store.clear(p.session_id.as_str(), p.expected_revision).await?;
+    let done = ctx.ops.clear(p.session_id.as_str(), p.expected_revision).await?;
     Ok(Cleared { removed: done.removed, revision: done.revision })
 }

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Body, Turn, invalid, result_text, role, tool_result, turns};
+use super::{Body, TurnMessages, invalid, result_text, role, tool_result, turns};
 use crate::error::Result;
 
 pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
@@ -29,7 +29,7 @@ pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
             Value::Array(blocks) => blocks,
             _ => return Err(invalid(&format!("{at}.content"), "must be a string or an array of content blocks")),
         };
-        let mut turn = Turn::new(if assistant { "assistant" } else { "user" });
+        let mut turn = TurnMessages::new(if assistant { "assistant" } else { "user" });
         for (k, block) in blocks.iter().enumerate() {
             let at = format!("{at}.content[{k}]");
             match block.get("type").and_then(Value::as_str) {
@@ -49,7 +49,7 @@ pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
                 Some("tool_result") if !assistant => {
                     let id = block.get("tool_use_id").and_then(Value::as_str);
                     let id = id.ok_or_else(|| invalid(&at, "tool_use_id: must be a string"))?;
-                    messages.append(&mut std::mem::replace(&mut turn, Turn::new("user")).into_messages());
+                    messages.append(&mut std::mem::replace(&mut turn, TurnMessages::new("user")).into_messages());
                     messages.push(tool_result(id, result_text(&block["content"], &format!("{at}.content"))?));
                 }
                 Some(_) => turn.part(block.clone()),

@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 
 use serde_json::{Map, Value, json};
 
-use super::{Body, Turn, invalid, role, tool_result, turns};
+use super::{Body, TurnMessages, invalid, role, tool_result, turns};
 use crate::error::Result;
 
 pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
@@ -30,7 +30,7 @@ pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
         };
         let parts = c.get("parts").and_then(Value::as_array);
         let parts = parts.ok_or_else(|| invalid(&format!("{at}.parts"), "must be an array"))?;
-        let mut turn = Turn::new(if model { "assistant" } else { "user" });
+        let mut turn = TurnMessages::new(if model { "assistant" } else { "user" });
         for (k, part) in parts.iter().enumerate() {
             let at = format!("{at}.parts[{k}]");
             let object = part.as_object().ok_or_else(|| invalid(&at, "must be an object"))?;
@@ -63,7 +63,7 @@ pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
                         return Err(invalid(&at, format!("no functionCall named {name:?} before this response")));
                     }
                 };
-                messages.append(&mut std::mem::replace(&mut turn, Turn::new("user")).into_messages());
+                messages.append(&mut std::mem::replace(&mut turn, TurnMessages::new("user")).into_messages());
                 messages.push(tool_result(&id, result(response.get("response"))));
             } else {
                 let kind = object.keys().next().cloned().unwrap_or_default();

@@ -66,7 +66,7 @@ fn invalid(at: &str, what: impl std::fmt::Display) -> Error {
 /// consecutive messages of a role into one turn; so a text item after text or images
 /// starts a new message, unless the message holds tool calls, whose results must follow
 /// it directly (the text then stays in it, as a part).
-struct Turn {
+struct TurnMessages {
     role: &'static str,
     out: Vec<Message>,
 }
@@ -79,9 +79,9 @@ struct Message {
     calls: Vec<Value>,
 }
 
-impl Turn {
+impl TurnMessages {
     fn new(role: &'static str) -> Self {
-        Turn { role, out: Vec::new() }
+        TurnMessages { role, out: Vec::new() }
     }
 
     fn current(&mut self) -> &mut Message {
@@ -173,7 +173,7 @@ mod tests {
 
     #[test]
     fn a_turn_splits_at_each_text_but_not_after_tool_calls() {
-        let mut turn = Turn::new("assistant");
+        let mut turn = TurnMessages::new("assistant");
         turn.text("a");
         turn.text("b");
         turn.call(json!({"id": "x"}));

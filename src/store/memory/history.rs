@@ -13,7 +13,7 @@ use crate::store::MessageJson;
 
 /// One stored message.
 #[derive(Clone)]
-pub struct Kept {
+pub struct Stored {
     /// Its JSON text; without `NULLS` when `short`. Either form parses as the message.
     pub json: Arc<RawValue>,
     pub role: Role,
@@ -37,8 +37,8 @@ struct Short<'a> {
     created_at: &'a str,
 }
 
-impl Kept {
-    pub fn of(m: &Message) -> Result<Kept> {
+impl Stored {
+    pub fn of(m: &Message) -> Result<Stored> {
         let short = m.name.is_none()
             && m.tool_call_id.is_none()
             && m.tool_calls.is_none()
@@ -50,7 +50,7 @@ impl Kept {
         } else {
             text_of(m)?
         };
-        Ok(Kept { json, role: m.role, short })
+        Ok(Stored { json, role: m.role, short })
     }
 
     /// The text `Message` serializes to.
@@ -87,13 +87,13 @@ pub fn unreadable(e: &serde_json::Error) -> Error {
 
 #[derive(Clone, Default)]
 pub struct History {
-    pub messages: imbl::Vector<Kept>,
+    pub messages: imbl::Vector<Stored>,
     tail: Tail,
 }
 
 impl History {
     /// A history of `messages`, which the rules already accepted in this order.
-    pub fn of(messages: &[Message]) -> Result<(History, Vec<Kept>)> {
+    pub fn of(messages: &[Message]) -> Result<(History, Vec<Stored>)> {
         let mut history = History::default();
         let kept = history.extend(messages)?;
         Ok((history, kept))
@@ -101,8 +101,8 @@ impl History {
 
     /// Appends messages the rules accepted after this history; returns them as kept.
     /// Each is serialized before anything changes, so an error leaves the history as it was.
-    pub fn extend(&mut self, messages: &[Message]) -> Result<Vec<Kept>> {
-        let kept = messages.iter().map(Kept::of).collect::<Result<Vec<_>>>()?;
+    pub fn extend(&mut self, messages: &[Message]) -> Result<Vec<Stored>> {
+        let kept = messages.iter().map(Stored::of).collect::<Result<Vec<_>>>()?;
         for (message, kept) in messages.iter().zip(&kept) {
             self.tail.follow(message);
             self.messages.push_back(kept.clone());
@@ -112,7 +112,7 @@ impl History {
 
     /// Appends messages another history keeps (a compaction's kept turns) and reads the
     /// trailing group again.
-    pub fn extend_kept(&mut self, kept: impl IntoIterator<Item = Kept>) -> Result<()> {
+    pub fn extend_kept(&mut self, kept: impl IntoIterator<Item = Stored>) -> Result<()> {
         self.messages.extend(kept);
         self.tail = read_tail(&self.messages)?;
         Ok(())
@@ -178,7 +178,7 @@ impl History {
     pub fn json(&self, start: usize, end: usize) -> Result<Vec<MessageJson>> {
         let (start, end) = self.clamp(start, end);
         // A focus narrowed to the page: no walk over the messages before it.
-        self.messages.focus().narrow(start..end).into_iter().map(Kept::full).collect()
+        self.messages.focus().narrow(start..end).into_iter().map(Stored::full).collect()
     }
 
     /// Messages `start..end` (clamped), parsed.
@@ -195,7 +195,7 @@ impl History {
 
 /// The trailing group of `messages`: the tool results at the end and the call that opened
 /// them, the only messages read back.
-fn read_tail(messages: &imbl::Vector<Kept>) -> Result<Tail> {
+fn read_tail(messages: &imbl::Vector<Stored>) -> Result<Tail> {
     let mut newest_first = Vec::new();
     for kept in messages.iter().rev() {
         let last = kept.role != Role::Tool;

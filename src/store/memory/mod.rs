@@ -27,7 +27,7 @@ use crate::store::{
     Appended, ChangeFeed, Checks, Compacted, Doomed, Drafts, Found, Histories, HistoryPage, ImageStore, MessageJson,
     Removed, Rewound, SearchIndex, Sessions,
 };
-use history::{History, Kept};
+use history::{History, Stored};
 
 #[derive(Default)]
 pub struct MemoryStore {
@@ -171,7 +171,7 @@ impl MemoryStore {
     }
 
     /// Indexes the images of `messages`, kept as `kept`.
-    fn index_images(&self, messages: &[Message], kept: &[Kept]) {
+    fn index_images(&self, messages: &[Message], kept: &[Stored]) {
         let mut index = self.images.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         for (message, kept) in messages.iter().zip(kept) {
             for (i, data) in message.images.iter().flatten().enumerate() {

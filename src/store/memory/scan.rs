@@ -8,7 +8,7 @@ use std::collections::hash_map::Entry;
 
 use serde_json::Value;
 
-use super::history::{Kept, unreadable};
+use super::history::{Stored, unreadable};
 use crate::error::Result;
 use crate::session::search::{Query, content_text, indexed_words, message_text};
 use crate::store::Found;
@@ -22,13 +22,13 @@ struct Searched {
 /// The hits `offset..offset + limit` among `histories` (session id, messages): most
 /// term occurrences first, then by session id and index.
 pub fn scan(
-    histories: Vec<(String, imbl::Vector<Kept>)>,
+    histories: Vec<(String, imbl::Vector<Stored>)>,
     query: &Query,
     offset: u64,
     limit: u64,
 ) -> Result<Vec<Found>> {
     let mut scores: HashMap<*const u8, Option<u64>> = HashMap::new();
-    let mut hits: Vec<(u64, &str, usize, &Kept)> = Vec::new();
+    let mut hits: Vec<(u64, &str, usize, &Stored)> = Vec::new();
     for (session_id, messages) in &histories {
         for (index, kept) in messages.iter().enumerate() {
             let score = match scores.entry(kept.json.get().as_ptr()) {
@@ -66,7 +66,7 @@ const WHOLE_TEXT_MAX: usize = 16 * 1024;
 /// How well one message matches. Its text is tried whole first: query words are letters
 /// and digits, which JSON text never escapes, so a text that lacks them cannot match and
 /// is not parsed.
-fn score(query: &Query, kept: &Kept) -> Result<Option<u64>> {
+fn score(query: &Query, kept: &Stored) -> Result<Option<u64>> {
     let text = kept.json.get();
     if text.len() <= WHOLE_TEXT_MAX && !query.may_match(text) {
         return Ok(None);
