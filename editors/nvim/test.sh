@@ -21,8 +21,22 @@ if [ -z "${CONVO_NVIM:-}" ] && ! command -v nvim >/dev/null; then
   echo "nvim not found: installing Debian's neovim" >&2
   sudo=""
   [ "$(id -u)" = 0 ] || sudo="sudo"
-  if ! $sudo apt-get install -y neovim >/dev/null; then
-    $sudo apt-get update >/dev/null && $sudo apt-get install -y neovim >/dev/null
+  # apt-get, waiting for the package locks another run may hold: dpkg's
+  # (DPkg::Lock::Timeout), and that of the package lists, which apt-get update does not
+  # wait for (tried again).
+  apt_get() {
+    local out tries=0
+    until out=$($sudo apt-get -o DPkg::Lock::Timeout=600 "$@" 2>&1); do
+      if [[ $out == *"Could not get lock"* ]] && ((tries++ < 300)); then
+        sleep 2
+        continue
+      fi
+      echo "$out" >&2
+      return 1
+    done
+  }
+  if ! apt_get install -y neovim; then
+    apt_get update && apt_get install -y neovim
   fi
   command -v nvim >/dev/null || { echo "FAIL: could not install neovim" >&2; exit 1; }
 fi

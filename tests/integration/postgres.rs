@@ -4,6 +4,7 @@
 //! tests run on PostgreSQL with the others (`every_store!`, durable.rs, watch.rs).
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -115,33 +116,62 @@ fn convo_store_names_the_store() {
     assert_eq!(psql(&url, &format!("SELECT version FROM {schema}.meta")), "3");
 }
 
+/// Runs `bash scripts/postgres VERB DIR` (with `PGSSL=1` when `tls`) and returns what
+/// it printed; a failure fails the test.
+fn postgres_script(verb: &str, dir: &Path, tls: bool) -> String {
+    let mut command = Command::new("bash");
+    command.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/postgres")).arg(verb).arg(dir).env_remove("PGSSL");
+    if tls {
+        command.env("PGSSL", "1");
+    }
+    let out = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "scripts/postgres {verb} {}: {stderr}", dir.display());
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// A PostgreSQL server of a test's own: scripts/postgres starts a fresh cluster in a
+/// folder of its own, on a free port. The folder is made under the run's folder
+/// (`CONVO_RUN_DIR`, which scripts/test sets and removes at its end), else the system's
+/// temporary folder. Dropped, it stops the server of that folder, and only it, then
+/// removes the folder.
+struct OwnPostgres {
+    url: String,
+    dir: tempfile::TempDir,
+}
+
+impl OwnPostgres {
+    fn start(tls: bool) -> OwnPostgres {
+        let base = std::env::var_os("CONVO_RUN_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
+        let dir = tempfile::Builder::new().prefix("postgres-").tempdir_in(&base).unwrap();
+        // A start that fails stops what it began; the folder goes with `dir`.
+        let url = postgres_script("start", dir.path(), tls);
+        OwnPostgres { url, dir }
+    }
+}
+
+impl Drop for OwnPostgres {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/postgres"))
+            .arg("stop")
+            .arg(self.dir.path())
+            .output();
+    }
+}
+
 /// PostgreSQL itself restarts while convo writes: the requests in flight get 1006, convo
 /// connects again by itself, and every acknowledged write is there, once. Runs on a
-/// server of its own (scripts/postgres on another port), so that the restart does not
-/// disturb the other tests.
+/// server of its own (scripts/postgres in a folder of its own, on a port of its own), so
+/// that the restart does not disturb the other tests.
 #[test]
 fn a_restart_of_postgres_mid_load_loses_nothing_acknowledged() {
     if postgres_url().is_none() {
         return;
     }
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/postgres");
-    let port = "54331";
-    let run = |verb: &str| {
-        let out = Command::new("bash").arg(script).arg(verb).env("PGPORT", port).output().unwrap();
-        assert!(out.status.success(), "scripts/postgres {verb}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
-    };
-    let url = run("start");
-    struct Stop<F: FnMut()>(F);
-    impl<F: FnMut()> Drop for Stop<F> {
-        fn drop(&mut self) {
-            (self.0)()
-        }
-    }
-    let _stop = Stop(|| {
-        let _ = Command::new("bash").arg(script).arg("stop").env("PGPORT", port).output();
-    });
-    let place = Place::Postgres { url, schema: "convo".into() };
+    let postgres = OwnPostgres::start(false);
+    let dir = postgres.dir.path().to_owned();
+    let place = Place::Postgres { url: postgres.url.clone(), schema: "convo".into() };
     let mut s = Server::at(&place, Framing::Ndjson, &[]);
     for n in 0..4 {
         s.call("session/create", json!({"session_id": format!("s{n}")}));
@@ -152,8 +182,7 @@ fn a_restart_of_postgres_mid_load_loses_nothing_acknowledged() {
     // keep going 64 at a time; they go on until 200 succeed after it.
     let restart = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_secs(1));
-        let out = Command::new("bash").arg(script).arg("restart").env("PGPORT", port).output().unwrap();
-        assert!(out.status.success(), "restart: {}", String::from_utf8_lossy(&out.stderr));
+        postgres_script("restart", &dir, false);
     });
     let started = Instant::now();
     let (mut i, mut after_restart) = (0u64, 0);
@@ -241,22 +270,9 @@ fn tls_with_require_and_verify_full() {
     if postgres_url().is_none() {
         return;
     }
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/postgres");
-    let port = "54332";
-    let run = |verb: &str| {
-        let out = Command::new("bash").arg(script).arg(verb).env("PGPORT", port).env("PGSSL", "1").output().unwrap();
-        assert!(out.status.success(), "scripts/postgres {verb}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
-    };
-    let url = run("start");
-    struct Stop(&'static str, &'static str);
-    impl Drop for Stop {
-        fn drop(&mut self) {
-            let _ = Command::new("bash").arg(self.0).arg("stop").env("PGPORT", self.1).output();
-        }
-    }
-    let _stop = Stop(script, port);
-    let ca = std::env::temp_dir().join(format!("convo-postgres-{port}/ca.crt"));
+    let postgres = OwnPostgres::start(true);
+    let url = &postgres.url;
+    let ca = postgres.dir.path().join("ca.crt");
     let create = |query: &str| {
         let mut child = Command::new(env!("CARGO_BIN_EXE_convo"))
             .args(["--store", &format!("{url}?{query}")])
