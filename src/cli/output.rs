@@ -9,6 +9,7 @@ use anstyle::{AnsiColor, Style};
 use serde::Serialize;
 
 use convo::Error;
+use convo::session::export::Format;
 
 /// Done, with something to report.
 pub const FOUND: u8 = 1;
@@ -180,5 +181,29 @@ mod tests {
     fn time_stamps_read_as_date_and_time() {
         assert_eq!(when("2026-11-30T03:54:14.457958Z"), "2026-11-30 03:54:14");
         assert_eq!(when("short"), "short");
+    }
+}
+
+/// A provider body format, as the command line names it.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum FormatArg {
+    #[value(name = "openai_chat")]
+    OpenaiChat,
+    #[value(name = "openai_responses")]
+    OpenaiResponses,
+    #[value(name = "anthropic_messages")]
+    AnthropicMessages,
+    #[value(name = "gemini_contents")]
+    GeminiContents,
+}
+
+impl From<FormatArg> for Format {
+    fn from(f: FormatArg) -> Self {
+        match f {
+            FormatArg::OpenaiChat => Format::OpenaiChat,
+            FormatArg::OpenaiResponses => Format::OpenaiResponses,
+            FormatArg::AnthropicMessages => Format::AnthropicMessages,
+            FormatArg::GeminiContents => Format::GeminiContents,
+        }
     }
 }

@@ -11,10 +11,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 use convo::ops::Ops;
-use convo::session::export::{self, Format};
+use convo::session::export::{self, Options};
+use convo::session::native::UsageTotals;
 use convo::session::{Message, Role, SessionInfo, role_name};
 
-use crate::cli::output::{self, Fail, paint, plural, style, when};
+use crate::cli::output::{self, Fail, FormatArg, paint, plural, style, when};
 
 #[derive(Args, Debug)]
 #[command(after_long_help = "Examples:\n  convo show demo\n  convo show demo --json\n  \
@@ -37,26 +38,6 @@ pub struct ShowArgs {
     json: bool,
 }
 
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum FormatArg {
-    #[value(name = "openai_chat")]
-    OpenaiChat,
-    #[value(name = "anthropic_messages")]
-    AnthropicMessages,
-    #[value(name = "gemini_contents")]
-    GeminiContents,
-}
-
-impl From<FormatArg> for Format {
-    fn from(f: FormatArg) -> Self {
-        match f {
-            FormatArg::OpenaiChat => Format::OpenaiChat,
-            FormatArg::AnthropicMessages => Format::AnthropicMessages,
-            FormatArg::GeminiContents => Format::GeminiContents,
-        }
-    }
-}
-
 #[derive(Serialize)]
 struct Shown<'a> {
     session: &'a SessionInfo,
@@ -65,7 +46,7 @@ struct Shown<'a> {
 
 pub async fn show(ops: &Ops, args: &ShowArgs) -> Result<u8, Fail> {
     if let Some(format) = args.format {
-        let exported = ops.export(&args.id, format.into(), !args.no_repair).await?;
+        let exported = ops.export(&args.id, format.into(), !args.no_repair, Options::default()).await?;
         if args.json {
             output::json(&exported)?;
             return Ok(0);
@@ -103,6 +84,17 @@ fn header(out: &mut impl Write, info: &SessionInfo) -> std::io::Result<()> {
     if let Some(from) = &info.forked_from {
         let at = from.message_id.as_deref().map(|m| format!(" at {m}")).unwrap_or_default();
         facts.push(format!("forked from {}{at}", from.session_id));
+    }
+    let usage = &info.usage;
+    if *usage != UsageTotals::default() {
+        let mut spent = format!("tokens {} in, {} out", usage.input_tokens, usage.output_tokens);
+        if usage.reasoning_tokens > 0 {
+            spent.push_str(&format!(" ({} reasoning)", usage.reasoning_tokens));
+        }
+        if usage.cache_read_tokens > 0 || usage.cache_write_tokens > 0 {
+            spent.push_str(&format!(", cache {} read, {} written", usage.cache_read_tokens, usage.cache_write_tokens));
+        }
+        facts.push(spent);
     }
     writeln!(out, "{}", paint(style::DIM, facts.join(" · ")))?;
     if let Some(metadata) = &info.metadata {

@@ -8,11 +8,12 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
+use serde_json::Value;
 
 use convo::ops::{DictData, DictSource, Imported, Ops};
 use convo::session::Repaired;
 
-use crate::cli::output::{self, FOUND, Fail, paint, plural, style};
+use crate::cli::output::{self, FOUND, Fail, FormatArg, paint, plural, style};
 
 #[derive(Args, Debug)]
 #[command(after_long_help = "Examples:\n  convo export demo > demo.json\n  convo export demo -o demo.json")]
@@ -42,17 +43,18 @@ pub async fn export(ops: &Ops, args: &ExportArgs) -> Result<u8, Fail> {
 
 const IMPORT_HELP: &str = "\
 Each FILE holds one session as JSON: what `convo export` and session/to_dict write, or
-the generic agent library's to_dict (`system_prompt` may stand for `system`). Its
-messages are checked against the conversation rules as session/from_dict checks them.
-Provider request bodies (OpenAI, Anthropic, Gemini) are not read yet: that comes with
-provider import (spec section 9).
+the generic agent library's to_dict (`system_prompt` may stand for `system`).
+Provider request bodies (what `convo show --format` writes) are read with --format,
+each assistant turn kept whole in its native form. The messages are checked against
+the conversation rules as session/from_dict checks them.
 
 Exit code 1 when any file was refused; the others are imported.
 
 Examples:
   convo import demo.json
   convo import exports/*.json --replace
-  convo export demo | convo --store sqlite:other.db import -";
+  convo export demo | convo --store sqlite:other.db import -
+  convo import --format anthropic_messages --session-id copy body.json";
 
 #[derive(Args, Debug)]
 #[command(after_long_help = IMPORT_HELP)]
@@ -69,6 +71,12 @@ pub struct ImportArgs {
     /// Print `{"imported": [...], "refused": [...]}`.
     #[arg(long)]
     json: bool,
+    /// Each FILE is a request body of this provider format.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    format: Option<FormatArg>,
+    /// With --format: the id the imported session gets (one FILE only).
+    #[arg(long, value_name = "ID", requires = "format")]
+    session_id: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -139,6 +147,12 @@ async fn import_one(ops: &Ops, path: &Path, args: &ImportArgs) -> Result<Importe
         std::fs::File::open(path).and_then(|mut f| f.read_to_end(&mut text)).map(drop)
     };
     read.map_err(|e| format!("cannot read it: {e}"))?;
+    if let Some(format) = args.format {
+        let body: Value = serde_json::from_slice(&text).map_err(|e| format!("not one JSON value: {e}"))?;
+        let source = DictSource::Body { format: format.into(), body };
+        let imported = ops.from_dict(source, args.session_id.clone(), args.replace, args.repair, None).await;
+        return imported.map_err(|e| e.to_string());
+    }
     let mut json = serde_json::Deserializer::from_slice(&text);
     let data: DictData = serde_path_to_error::deserialize(&mut json).map_err(|e| match e.path().to_string() {
         path if path == "." => format!("not a to_dict object: {}", e.inner()),

@@ -71,7 +71,7 @@ impl Ops {
         };
         call.release();
         let response = self.host.run(&params, timeout, &call.cancel).await.map_err(failed)?;
-        let text = check_answer(&response, true)?.text.filter(|t| !t.trim().is_empty());
+        let text = check_answer(&response, true, &Default::default())?.text.filter(|t| !t.trim().is_empty());
         let text = text.ok_or_else(|| invalid_response("text: the summary must be a non-empty string"))?;
         let revision = Some(page.info.revision);
         self.store.compact(session_id, keep_turns, text, archive, revision).await.map_err(|e| match e {

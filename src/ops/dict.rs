@@ -1,6 +1,8 @@
 //! A whole session as one value: `to_dict`, and the import that `from_dict` makes of
 //! our own format, the generic agent library's, or a provider's request body.
 
+use std::collections::HashSet;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -127,11 +129,15 @@ impl Ops {
         for (i, input) in inputs.iter_mut().enumerate() {
             self.resolve_images(input).await.map_err(|e| e.within(&format!("data.messages[{i}]")))?;
         }
-        let messages = inputs
-            .into_iter()
-            .enumerate()
-            .map(|(i, m)| m.into_message(Identity::Given).map_err(|e| e.within(&format!("data.messages[{i}]"))))
-            .collect::<Result<Vec<_>>>()?;
+        // Calls given no id (Gemini's) are numbered after the ids of the messages before.
+        let mut taken = HashSet::new();
+        let mut messages = Vec::with_capacity(inputs.len());
+        for (i, mut input) in inputs.into_iter().enumerate() {
+            input.taken_call_ids = taken.clone();
+            let message = input.into_message(Identity::Given).map_err(|e| e.within(&format!("data.messages[{i}]")))?;
+            taken.extend(message.call_ids().map(str::to_owned));
+            messages.push(message);
+        }
         let (messages, repaired) = plan_import(messages, repair)?;
         let import = Import { session_id: data.session_id, fields: data.fields, messages };
         let info = self.store.import(import, replace, expected_revision).await?;

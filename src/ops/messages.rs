@@ -7,6 +7,8 @@ use crate::error::{Error, Result};
 use crate::ops::Ops;
 use crate::ops::limits::{MAX_MESSAGES, check_count};
 use crate::ops::provider::TrimmedToFit;
+use crate::ops::responses::numbers_calls;
+use crate::session::export::{Format, Options};
 use crate::session::{DraftView, Identity, MessageInput};
 use crate::store::{Appended, MessageJson, Rewound, message_json};
 
@@ -78,11 +80,23 @@ impl Ops {
         for (i, input) in inputs.iter_mut().enumerate() {
             self.resolve_images(input).await.map_err(|e| within(i, e))?;
         }
-        let messages = inputs
-            .into_iter()
-            .enumerate()
-            .map(|(i, m)| m.into_message(Identity::Fresh).map_err(|e| within(i, e)))
-            .collect::<Result<Vec<_>>>()?;
+        // Calls given no id (Gemini's) are numbered after the session's ids and those of
+        // the messages before them in this request.
+        let mut taken = None;
+        let mut messages = Vec::with_capacity(inputs.len());
+        for (i, mut input) in inputs.into_iter().enumerate() {
+            if numbers_calls(&input) {
+                if taken.is_none() {
+                    taken = Some(self.call_ids_of(session_id).await?);
+                }
+                input.taken_call_ids = taken.clone().unwrap_or_default();
+            }
+            let message = input.into_message(Identity::Fresh).map_err(|e| within(i, e))?;
+            if let Some(taken) = taken.as_mut() {
+                taken.extend(message.call_ids().map(str::to_owned));
+            }
+            messages.push(message);
+        }
         self.store.append(session_id, messages, expected).await
     }
 
@@ -140,11 +154,14 @@ impl Ops {
         self.store.rewind(session_id, to_message_id, archive, expected).await
     }
 
+    /// Keeps the last `max_turns` turns, or the turns that fit in `max_tokens` of the
+    /// body `counted` (a format, and the export's options).
     pub async fn trim(
         &self,
         session_id: &str,
         max_turns: Option<u64>,
         max_tokens: Option<u64>,
+        counted: (Format, Options),
         expected: Option<u64>,
     ) -> Result<Trimmed> {
         match (max_turns, max_tokens) {
@@ -152,7 +169,7 @@ impl Ops {
                 let done = self.store.trim_turns(session_id, n, expected).await?;
                 Ok(Trimmed::Turns { removed: done.removed, revision: done.revision })
             }
-            (None, Some(t)) => Ok(Trimmed::Tokens(self.trim_to_fit(session_id, t, expected).await?)),
+            (None, Some(t)) => Ok(Trimmed::Tokens(self.trim_to_fit(session_id, t, counted, expected).await?)),
             _ => Err(Error::invalid("give exactly one of max_turns and max_tokens")),
         }
     }

@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::ops::Ops;
 use crate::ops::limits::{MAX_MESSAGES, check_count};
-use crate::session::export::{self, Format, Violation, Warning};
+use crate::session::export::{self, Format, Options, Violation, Warning};
 use crate::session::{Message, check_revision, tokens};
 use crate::store::{HistoryPage, Removed};
 
@@ -39,22 +39,30 @@ impl Ops {
         Ok((page, messages))
     }
 
-    pub async fn export(&self, session_id: &str, format: Format, repair: bool) -> Result<Exported> {
+    /// The request body of `format` for the history (repaired with `repair`), fixed so
+    /// the provider takes it; `options` as `session::export::Options` says (its `fix`
+    /// is set here).
+    pub async fn export(&self, session_id: &str, format: Format, repair: bool, options: Options) -> Result<Exported> {
         let (page, messages) = self.whole(session_id, repair).await?;
-        let done = export::export(format, page.info.system.as_deref(), &messages, true);
+        let done =
+            export::export_with(format, page.info.system.as_deref(), &messages, &Options { fix: true, ..options });
         Ok(Exported { payload: done.payload, warnings: done.warnings })
     }
 
     /// What a provider would reject of the stored history, sent unaltered.
-    pub async fn validate(&self, session_id: &str, format: Format) -> Result<Vec<Violation>> {
+    pub async fn validate(&self, session_id: &str, format: Format, options: Options) -> Result<Vec<Violation>> {
         let (page, stored) = self.whole(session_id, false).await?;
-        let unaltered = export::export(format, page.info.system.as_deref(), &stored, false);
-        Ok(export::validate(format, &unaltered))
+        // The items as stored: what `store: false` would leave out is checked too.
+        let as_stored = Options { fix: false, store: None, ..options.clone() };
+        let unaltered = export::export_with(format, page.info.system.as_deref(), &stored, &as_stored);
+        Ok(export::validate_with(format, &unaltered, &options))
     }
 
-    pub async fn count_tokens(&self, session_id: &str, format: Format) -> Result<usize> {
+    /// The tokens of what the export would send, native bodies included.
+    pub async fn count_tokens(&self, session_id: &str, format: Format, options: Options) -> Result<usize> {
         let (page, repaired) = self.whole(session_id, true).await?;
-        let done = export::export(format, page.info.system.as_deref(), &repaired, true);
+        let done =
+            export::export_with(format, page.info.system.as_deref(), &repaired, &Options { fix: true, ..options });
         Ok(tokens::count_payload(&done.payload))
     }
 
@@ -65,13 +73,16 @@ impl Ops {
         &self,
         session_id: &str,
         max_tokens: u64,
+        body: (Format, Options),
         expected_revision: Option<u64>,
     ) -> Result<TrimmedToFit> {
+        let (format, options) = (body.0, Options { fix: true, ..body.1 });
         for _ in 0..8 {
             let (page, repaired) = self.whole(session_id, true).await?;
             check_revision(expected_revision, page.info.revision)?;
+            let system = page.info.system.as_deref();
             let (keep_turns, tokens) =
-                tokens::plan_trim(page.info.system.as_deref(), &repaired, page.messages.len(), max_tokens);
+                tokens::plan_trim(format, &options, system, &repaired, page.messages.len(), max_tokens);
             let fits = tokens as u64 <= max_tokens;
             let Some(keep_turns) = keep_turns else {
                 return Ok(TrimmedToFit { removed: 0, revision: page.info.revision, tokens, fits });

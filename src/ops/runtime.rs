@@ -5,6 +5,7 @@
 //! as a draft, which becomes messages when the stream ends early; a draft whose process
 //! died is kept by whichever process on the store sees it stale first.
 
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -15,6 +16,7 @@ use crate::error::{Error, Result, RuntimeReason};
 use crate::ops::{Call, Failure, Ops, RuntimeParams};
 use crate::session::export::{self, Format};
 use crate::session::image::ImageInput;
+use crate::session::native;
 use crate::session::{
     Draft, DraftEnd, Identity, Message, MessageInput, Role, STALE_AFTER_MS, check_revision, now_ms, owner,
 };
@@ -90,9 +92,14 @@ pub(super) fn invalid_response(detail: impl Into<String>) -> Error {
     Error::RuntimeFailed { reason: RuntimeReason::InvalidResponse, error: None, detail: detail.into() }
 }
 
-/// Checks the host's answer `{text?, tool_calls?, usage?, model?, stop_reason?}`; with
-/// `text_only`, tool calls are dropped (and an empty text is the caller's to judge).
-pub(super) fn check_answer(answer: &Value, text_only: bool) -> Result<Answer> {
+/// Checks the host's answer `{text?, tool_calls?, usage?, model?, stop_reason?}`, or a
+/// provider's whole response as `{format, response}` (stored in its native form, its
+/// id-less calls numbered after the ids `taken` in the session); with `text_only`,
+/// tool calls are dropped (and an empty text is the caller's to judge).
+pub(super) fn check_answer(answer: &Value, text_only: bool, taken: &HashSet<String>) -> Result<Answer> {
+    if let Some(format) = answer.get("format").filter(|_| answer.get("response").is_some()) {
+        return native_answer(format, &answer["response"], text_only, taken);
+    }
     // A Lua host writes an empty table as `[]`, here and in `usage`: read as `{}`.
     let empty = Map::new();
     let fields = match answer {
@@ -130,15 +137,9 @@ pub(super) fn check_answer(answer: &Value, text_only: bool) -> Result<Answer> {
     }
     let usage = metadata.get("usage").cloned();
     let input = MessageInput {
-        role: Role::Assistant,
-        content: text.clone().map_or(Value::Null, Value::String),
-        name: None,
-        tool_call_id: None,
         tool_calls: tool_calls.clone(),
-        images: None,
         metadata: (!metadata.is_empty()).then_some(metadata),
-        id: None,
-        created_at: None,
+        ..MessageInput::new(Role::Assistant, text.clone().map_or(Value::Null, Value::String))
     };
     let message = match input.into_message(Identity::Fresh) {
         Ok(message) => message,
@@ -149,6 +150,41 @@ pub(super) fn check_answer(answer: &Value, text_only: bool) -> Result<Answer> {
     // The calls as stored: mended by `session::empty_table`.
     let tool_calls = tool_calls.and(message.tool_calls.clone());
     Ok(Answer { message, text, tool_calls, usage })
+}
+
+/// A provider's whole response as the host's answer (`{format, response}`).
+fn native_answer(format: &Value, response: &Value, text_only: bool, taken: &HashSet<String>) -> Result<Answer> {
+    let format: Format = serde_json::from_value(format.clone())
+        .map_err(|_| invalid_response(format!("format: must be one of the export formats, got {format}")))?;
+    let read = native::from_response(format, response).map_err(|e| invalid_response(e.to_string()))?;
+    let mut metadata = Map::new();
+    metadata.insert("response_id".into(), json!(read.response_id));
+    metadata.insert("stop_reason".into(), json!(read.stop_reason));
+    let usage = serde_json::to_value(read.usage).map_err(|e| Error::Internal(e.to_string()))?;
+    let native = serde_json::to_value(&read.native).map_err(|e| Error::Internal(e.to_string()))?;
+    let input = MessageInput {
+        native: Some(native),
+        usage: Some(usage.clone()),
+        metadata: Some(metadata),
+        taken_call_ids: taken.clone(),
+        ..MessageInput::new(Role::Assistant, Value::Null)
+    };
+    let mut message = input.into_message(Identity::Fresh).map_err(|e| invalid_response(e.to_string()))?;
+    let text = match &message.content {
+        Value::Null => None,
+        content => Some(export::text_of(content)),
+    };
+    let tool_calls = if text_only { None } else { message.tool_calls.clone() };
+    if text_only && message.tool_calls.is_some() {
+        // Only the text is kept: its body, whose calls the history would not answer, is not.
+        (message.native, message.tool_calls) = (None, None);
+    }
+    Ok(Answer { message, text, tool_calls, usage: Some(usage) })
+}
+
+/// The call ids a history holds.
+fn call_ids(messages: &[Message]) -> HashSet<String> {
+    messages.iter().flat_map(|m| m.call_ids().map(str::to_owned)).collect()
 }
 
 /// What ended a wait for the host, as the error the client gets.
@@ -175,15 +211,9 @@ impl Ops {
         let (page, mut messages) = self.whole(&turn.session_id, true).await?;
         check_revision(turn.expected_revision, page.info.revision)?;
         let user = MessageInput {
-            role: Role::User,
-            content: Value::String(turn.input.clone()),
-            name: None,
-            tool_call_id: None,
-            tool_calls: None,
             images: turn.images.clone().map(|images| images.into_iter().map(ImageInput::Base64).collect()),
             metadata: turn.metadata.clone(),
-            id: None,
-            created_at: None,
+            ..MessageInput::new(Role::User, Value::String(turn.input.clone()))
         }
         .into_message(Identity::Fresh)?;
         messages.push(user.clone());
@@ -232,7 +262,7 @@ impl Ops {
         let (params, user, revision) = self.prepare(&turn, "run").await?;
         call.release();
         let response = self.host.run(&params, turn.timeout, &call.cancel).await.map_err(failed)?;
-        let answer = check_answer(&response, false)?;
+        let answer = check_answer(&response, false, &call_ids(&params.messages))?;
         let (message, result) = answer.split();
         let done = self.commit(&turn.session_id, user, message, revision, &response, None).await?;
         Ok(result(done))
@@ -249,7 +279,7 @@ impl Ops {
         let first = params.messages.clone();
         for attempt in 0.. {
             let response = self.host.run(&params, turn.timeout, &call.cancel).await.map_err(failed)?;
-            let answer = check_answer(&response, true)?;
+            let answer = check_answer(&response, true, &call_ids(&first))?;
             let text = answer.text.clone().unwrap_or_default();
             let errors: Vec<(String, String)> = match serde_json::from_str::<Value>(&text) {
                 Ok(value) => {
@@ -257,7 +287,11 @@ impl Ops {
                         validator.iter_errors(&value).map(|e| (e.instance_path().to_string(), e.to_string())).collect();
                     if errors.is_empty() {
                         let message = Message::new(Role::Assistant, Value::String(text.clone()));
-                        let message = Message { metadata: answer.message.metadata, ..message };
+                        let (metadata, native, usage) =
+                            (answer.message.metadata, answer.message.native, answer.message.usage);
+                        // A native answer keeps its own common form (its text parts, as they came).
+                        let content = if native.is_some() { answer.message.content } else { message.content };
+                        let message = Message { metadata, native, usage, content, ..message };
                         let done = self.commit(&turn.session_id, user, message, revision, &response, None).await?;
                         let (message_ids, revision) = (done.message_ids, done.revision);
                         return Ok(JsonResult { value, text, usage: answer.usage, message_ids, revision });
@@ -346,7 +380,7 @@ impl Ops {
                 return Err(failed(failure));
             }
         };
-        let answer = match check_answer(&response, false) {
+        let answer = match check_answer(&response, false, &call_ids(&params.messages)) {
             Ok(answer) => answer,
             Err(e) => {
                 self.store.settle_draft(&stream_id, DraftEnd::Error).await?;

@@ -234,7 +234,11 @@ impl Connection {
         // One key no session id can be: every request after the one before.
         let (keys, stage) = match (self.one_at_a_time, spec.order) {
             (true, _) => (vec![String::new()], Stage::Done),
-            (false, Order::Append) => (order::keys(spec.order, params), Stage::Queued),
+            // A Gemini turn's calls may need ids numbered after the session's: it waits
+            // for the writes before it to land.
+            (false, Order::Append) if !params.is_some_and(|p| p.get().contains("\"gemini_contents\"")) => {
+                (order::keys(spec.order, params), Stage::Queued)
+            }
             (false, order) => (order::keys(order, params), Stage::Done),
         };
         let place = self.sequencer.enter(keys, stage);

@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result, quote};
 use crate::session::message::Message;
+use crate::session::native::UsageTotals;
 use crate::session::stamp;
 
 /// Checks a client-chosen session id: 1–128 characters of `A-Z a-z 0-9 . _ : -`. The
@@ -73,6 +74,8 @@ pub struct SessionInfo {
     pub created_at: String,
     pub updated_at: String,
     pub forked_from: Option<ForkPoint>,
+    /// What the responses appended to this session have cost since it was created.
+    pub usage: UsageTotals,
 }
 
 /// `session/update`: each field is left alone when `None`, set (or cleared) when `Some`.

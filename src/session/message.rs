@@ -1,12 +1,16 @@
 //! Messages: the stored shape, and the checks that turn a client's JSON into one.
 
+use std::collections::HashSet;
+
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result, quote};
 use crate::session::empty_table;
+
 use crate::session::image::ImageInput;
+use crate::session::native::{Native, Usage, derive, native_param, usage_param};
 use crate::session::stamp::{self, now};
 
 /// The content of the result stored or shown for a call that never got one.
@@ -33,6 +37,10 @@ pub struct Message {
     pub tool_calls: Option<Vec<Value>>,
     pub images: Option<Vec<String>>,
     pub metadata: Option<Map<String, Value>>,
+    /// An assistant turn in its provider's own form (`session::native`).
+    pub native: Option<Native>,
+    /// What the response that made this message cost.
+    pub usage: Option<Usage>,
     pub created_at: String,
 }
 
@@ -48,6 +56,8 @@ impl Message {
             tool_calls: None,
             images: None,
             metadata: None,
+            native: None,
+            usage: None,
             created_at: now(),
         }
     }
@@ -103,10 +113,20 @@ pub struct MessageInput {
     /// `[]` is read as `{}` (`session::empty_table`), here and for whole messages.
     #[serde(default, deserialize_with = "empty_table::optional_object")]
     pub metadata: Option<Map<String, Value>>,
+    /// `{format, model, body}`: an assistant turn in its provider's own form; its common
+    /// form (`content`, `tool_calls`) is derived from it.
+    #[serde(default)]
+    pub native: Option<Value>,
+    #[serde(default)]
+    pub usage: Option<Value>,
     #[serde(default)]
     pub id: Option<String>,
     #[serde(default)]
     pub created_at: Option<String>,
+    /// The call ids the session already holds, which ids given to a native turn's
+    /// id-less calls (`call_<n>`) skip; set by the use-case that appends it.
+    #[serde(skip)]
+    pub taken_call_ids: HashSet<String>,
 }
 
 /// How a message comes in: appended now, or imported with the history it belongs to.
@@ -121,8 +141,31 @@ pub enum Identity {
 }
 
 impl MessageInput {
+    /// A message of `role` with `content` and nothing else.
+    pub fn new(role: Role, content: Value) -> Self {
+        MessageInput {
+            role,
+            content,
+            name: None,
+            tool_call_id: None,
+            tool_calls: None,
+            images: None,
+            metadata: None,
+            native: None,
+            usage: None,
+            id: None,
+            created_at: None,
+            taken_call_ids: HashSet::new(),
+        }
+    }
+
     /// Checks the field rules of spec section 2 and builds the message to store.
     pub fn into_message(mut self, identity: Identity) -> Result<Message> {
+        let native = self.native.take().filter(|n| !n.is_null()).map(native_param).transpose()?;
+        let usage = self.usage.take().filter(|u| !u.is_null()).map(|u| usage_param(&u)).transpose()?;
+        if let Some(native) = &native {
+            self.common_form_of(native, identity)?;
+        }
         if let Value::Array(parts) = &mut self.content {
             parts.iter_mut().for_each(empty_table::content_part);
         }
@@ -157,6 +200,7 @@ impl MessageInput {
             && self.role == Role::Assistant
             && tool_calls.is_none()
             && is_empty(&self.content)
+            && native.is_none()
         {
             return Err(Error::invalid(EMPTY_ASSISTANT));
         }
@@ -166,6 +210,8 @@ impl MessageInput {
             name: self.name,
             images,
             metadata: self.metadata,
+            native,
+            usage,
             ..Message::new(self.role, self.content)
         };
         if identity == Identity::Given {
@@ -181,6 +227,49 @@ impl MessageInput {
             }
         }
         Ok(message)
+    }
+}
+
+impl MessageInput {
+    /// Sets `content` and `tool_calls` to the common form of `native`: given beside it
+    /// on an append, they are refused; given on an import, they must be that form
+    /// (ids aside where the body names none).
+    fn common_form_of(&mut self, native: &Native, identity: Identity) -> Result<()> {
+        if self.role != Role::Assistant {
+            return Err(Error::invalid(format!(
+                "native: only an assistant message has one, not a {} message",
+                role_name(self.role)
+            )));
+        }
+        let mut common = derive(native)?;
+        let given_calls = self.tool_calls.as_ref().filter(|c| !c.is_empty());
+        match identity {
+            Identity::Fresh if !self.content.is_null() || given_calls.is_some() => {
+                return Err(Error::invalid(
+                    "give `native` or `content`/`tool_calls`, not both: the common form is derived from `native`",
+                ));
+            }
+            Identity::Fresh => common.assign_ids(&self.taken_call_ids),
+            Identity::Given if self.content.is_null() && given_calls.is_none() => {
+                common.assign_ids(&self.taken_call_ids)
+            }
+            Identity::Given => {
+                if !common.agrees_with(&self.content, given_calls.map(Vec::as_slice)) {
+                    return Err(Error::invalid(
+                        "content, tool_calls: must be the common form of `native` (derive them from it, or leave them out)",
+                    ));
+                }
+                if let Some(given) = given_calls {
+                    for (call, stored) in common.calls.iter_mut().zip(given) {
+                        call.id = call_id(stored).map(str::to_owned);
+                    }
+                }
+                common.assign_ids(&self.taken_call_ids);
+            }
+        }
+        self.content = common.content();
+        self.tool_calls = common.tool_calls();
+        Ok(())
     }
 }
 

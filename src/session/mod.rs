@@ -8,6 +8,7 @@ pub mod image;
 pub mod import;
 mod info;
 mod message;
+pub mod native;
 mod rules;
 pub mod search;
 mod stamp;

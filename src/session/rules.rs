@@ -139,6 +139,16 @@ impl Audit {
             Ok(_) => {}
             Err(e) => found.push(format!("message {index}: {e}")),
         }
+        if let Some(native) = &message.native {
+            match crate::session::native::derive(native) {
+                Ok(common) if common.agrees_with(&message.content, message.tool_calls.as_deref()) => {}
+                Ok(_) => found.push(format!(
+                    "message {index}: its content and tool_calls are not the common form of its native {} body",
+                    native.format.name()
+                )),
+                Err(e) => found.push(format!("message {index}: its native body does not read: {e}")),
+            }
+        }
         found
     }
 }

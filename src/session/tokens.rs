@@ -3,6 +3,8 @@
 
 use serde_json::Value;
 
+use crate::session::export::{self, Format, Options};
+
 /// Tokens per message, and for priming the reply, as OpenAI counts chat requests.
 pub const PER_MESSAGE: usize = 3;
 pub const PER_REPLY: usize = 3;
@@ -13,8 +15,12 @@ pub fn count_text(text: &str) -> usize {
     tiktoken_rs::o200k_base_singleton().encode_ordinary(text).len()
 }
 
+/// Members that hold no text the model reads: signatures and encrypted reasoning, which
+/// a provider checks rather than reads.
+const OPAQUE: &[&str] = &["signature", "encrypted_content", "thoughtSignature", "thought_signature"];
+
 /// The tokens of one provider message (or any JSON value): every string in it but image
-/// data, which counts as `PER_IMAGE`.
+/// data, which counts as `PER_IMAGE`, and opaque signatures, which count nothing.
 pub fn count_value(value: &Value) -> usize {
     match value {
         Value::String(s) if s.starts_with("data:image/") => PER_IMAGE,
@@ -24,6 +30,7 @@ pub fn count_value(value: &Value) -> usize {
             .iter()
             .map(|(key, v)| match (key.as_str(), v) {
                 ("data", Value::String(_)) => PER_IMAGE,
+                (key, _) if OPAQUE.contains(&key) => 0,
                 _ => count_value(v),
             })
             .sum(),
@@ -31,32 +38,45 @@ pub fn count_value(value: &Value) -> usize {
     }
 }
 
+/// The list of a payload that holds its messages or items, whatever its format.
+fn items(payload: &Value) -> &[Value] {
+    ["messages", "contents", "input"].iter().find_map(|k| payload[*k].as_array()).map(Vec::as_slice).unwrap_or_default()
+}
+
 /// The tokens of a provider payload: its system prompt, each message with the
 /// per-message overhead, and the reply's priming.
 pub fn count_payload(payload: &Value) -> usize {
-    let list = ["messages", "contents"].iter().find_map(|k| payload[*k].as_array());
-    let messages: usize = list.into_iter().flatten().map(|m| count_value(m) + PER_MESSAGE).sum();
-    let system = ["system", "system_instruction"].iter().map(|k| count_value(&payload[*k])).sum::<usize>();
+    let messages: usize = items(payload).iter().map(|m| count_value(m) + PER_MESSAGE).sum();
+    let system =
+        ["system", "system_instruction", "instructions"].iter().map(|k| count_value(&payload[*k])).sum::<usize>();
     messages + system + PER_REPLY
 }
 
 /// How many turns to keep (`None`: keep everything) and the tokens that then remain.
 pub fn plan_trim(
+    format: Format,
+    options: &Options,
     system: Option<&str>,
     repaired: &[crate::session::Message],
     stored: usize,
     max_tokens: u64,
 ) -> (Option<u64>, usize) {
-    let done = crate::session::export::export(crate::session::export::Format::OpenaiChat, system, repaired, true);
-    let list = done.payload["messages"].as_array().cloned().unwrap_or_default();
-    let fixed = PER_REPLY;
-    // Tokens of each history message (the system prompt is the first payload message).
+    let done = export::export_with(format, system, repaired, options);
+    let list = items(&done.payload);
+    // The system prompt: the first payload message of Chat, a member of the others.
+    let system_in_list = format == Format::OpenaiChat && system.is_some();
+    let fixed = PER_REPLY
+        + ["system", "system_instruction", "instructions"]
+            .iter()
+            .map(|k| count_value(&done.payload[*k]))
+            .sum::<usize>();
+    // Tokens of each history message.
     let mut per = vec![0usize; repaired.len()];
     let mut total = fixed;
     for (k, m) in list.iter().enumerate() {
         let t = count_value(m) + PER_MESSAGE;
         total += t;
-        if system.is_some() && k == 0 {
+        if system_in_list && k == 0 {
             continue;
         }
         if let Some(slot) = done.sources.get(k).and_then(|&i| per.get_mut(i)) {

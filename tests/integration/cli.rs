@@ -88,7 +88,9 @@ impl Db {
 fn info(id: &str, system: &str, title: Value, count: u64, revision: u64, created: &str, updated: &str) -> Value {
     json!({"session_id": id, "system": system, "cwd": null, "title": title, "metadata": null,
            "message_count": count, "revision": revision, "created_at": format!("2000-01-01T00:00:00.{created}Z"),
-           "updated_at": format!("2000-01-01T00:00:00.{updated}Z"), "forked_from": null})
+           "updated_at": format!("2000-01-01T00:00:00.{updated}Z"), "forked_from": null,
+           "usage": {"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0,
+                     "reasoning_tokens": 0}})
 }
 
 #[test]

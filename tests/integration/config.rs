@@ -13,7 +13,7 @@ use rusqlite::Connection;
 use crate::harness::{Framing, Server, json};
 
 /// The schema version convo writes (`PRAGMA user_version`).
-const SCHEMA_VERSION: i64 = 6;
+const SCHEMA_VERSION: i64 = 7;
 
 /// Runs convo to its end (stdin is empty) in the folder `cwd`, with `HOME` there too.
 fn convo_in(cwd: &Path, args: &[&str]) -> Output {

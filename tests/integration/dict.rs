@@ -11,7 +11,19 @@ fn round_trip(s: &mut Server) {
     s.call("session/add_message", json!({"session_id": "orig", "message": {"role": "assistant", "content": [{"type": "text", "text": "ok"}], "metadata": {"k": "v"}}}));
     let dict = s.call("session/to_dict", json!({"session_id": "orig"}));
     assert_eq!((&dict["session_id"], &dict["system"], &dict["cwd"]), (&json!("orig"), &json!("sys"), &json!("/c")));
-    let fields = ["id", "role", "content", "name", "tool_call_id", "tool_calls", "images", "metadata", "created_at"];
+    let fields = [
+        "id",
+        "role",
+        "content",
+        "name",
+        "tool_call_id",
+        "tool_calls",
+        "images",
+        "metadata",
+        "native",
+        "usage",
+        "created_at",
+    ];
     for m in dict["messages"].as_array().unwrap() {
         let mut keys: Vec<&str> = m.as_object().unwrap().keys().map(String::as_str).collect();
         keys.sort();

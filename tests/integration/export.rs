@@ -9,7 +9,7 @@ use convo::session::export::{self, Export, Format};
 use convo::store::MemoryStore;
 use serde_json::{Value, json};
 
-const FORMATS: [&str; 3] = ["openai_chat", "anthropic_messages", "gemini_contents"];
+const FORMATS: [&str; 4] = ["openai_chat", "openai_responses", "anthropic_messages", "gemini_contents"];
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
 const JPEG: &str = "/9j/4AAQSkZJRgABAQAAAQABAAD/2wBDAA==";
 
@@ -34,13 +34,28 @@ fn golden(scenario: &str, s: &mut LocalServer) {
     let got = Value::Object(got);
     let path = format!("{}/tests/golden/export/{scenario}.json", env!("CARGO_MANIFEST_DIR"));
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, serde_json::to_string_pretty(&got).unwrap() + "\n").unwrap();
+        // Members sorted, as the files have always been (order does not count here).
+        let sorted: std::collections::BTreeMap<String, Value> = serde_json::from_value(sort(got.clone())).unwrap();
+        std::fs::write(&path, serde_json::to_string_pretty(&sorted).unwrap() + "\n").unwrap();
     }
     let want: Value = serde_json::from_str(
         &std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("{path} (UPDATE_GOLDEN=1 writes it)")),
     )
     .unwrap();
     assert_eq!(got, want, "{scenario} differs from {path}");
+}
+
+/// `value` with every object's members in sorted order.
+fn sort(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let sorted: std::collections::BTreeMap<String, Value> =
+                map.into_iter().map(|(k, v)| (k, sort(v))).collect();
+            Value::Object(sorted.into_iter().collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sort).collect()),
+        other => other,
+    }
 }
 
 fn setup(messages: Value) -> LocalServer {

@@ -18,7 +18,7 @@ fn fields(messages: &Value) -> Vec<Value> {
 /// A stored message's every field but `id` and `created_at`.
 fn message(role: &str, content: Value, more: Value) -> Value {
     let mut m = json!({"role": role, "content": content, "name": null, "tool_call_id": null, "tool_calls": null,
-                       "images": null, "metadata": null});
+                       "images": null, "metadata": null, "native": null, "usage": null});
     m.as_object_mut().unwrap().extend(more.as_object().unwrap().clone());
     m
 }

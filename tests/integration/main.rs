@@ -15,6 +15,7 @@ mod lua;
 mod messages;
 mod postgres;
 mod properties;
+mod reasoning;
 mod replay;
 mod runtime;
 mod search;

@@ -61,7 +61,7 @@ fn a_schema_is_created_migrated_and_refused_when_newer() {
     let mut s = Server::at(&place, Framing::Ndjson, &[]);
     s.call("session/create", json!({"session_id": "kept"}));
     s.finish();
-    assert_eq!(psql(&url, &format!("SELECT version FROM {schema}.meta")), "3");
+    assert_eq!(psql(&url, &format!("SELECT version FROM {schema}.meta")), "4");
     assert_eq!(psql(&url, &format!("SELECT session_id FROM {schema}.sessions")), "kept");
 
     psql(&url, &format!("UPDATE {schema}.meta SET version = 99"));
@@ -113,7 +113,7 @@ fn convo_store_names_the_store() {
     drop(stdin);
     let out = child.wait_with_output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains(r#""store":"postgres""#));
-    assert_eq!(psql(&url, &format!("SELECT version FROM {schema}.meta")), "3");
+    assert_eq!(psql(&url, &format!("SELECT version FROM {schema}.meta")), "4");
 }
 
 /// Runs `bash scripts/postgres VERB DIR` (with `PGSSL=1` when `tls`) and returns what

@@ -209,7 +209,11 @@ fn a_version_5_database_is_indexed() {
     assert_eq!(s.finish().code(), Some(0));
     // Back to version 5 exactly: what migration 6 added is taken away.
     let conn = rusqlite::Connection::open(&path).unwrap();
-    conn.execute_batch("DROP TABLE message_words; PRAGMA user_version = 5;").unwrap();
+    conn.execute_batch(
+        "DROP TABLE message_words; ALTER TABLE messages DROP COLUMN native; ALTER TABLE messages DROP COLUMN usage; \
+         ALTER TABLE sessions DROP COLUMN usage; PRAGMA user_version = 5;",
+    )
+    .unwrap();
     drop(conn);
 
     let mut s = Server::on_file(&path, Framing::Ndjson, &[]);
@@ -219,7 +223,7 @@ fn a_version_5_database_is_indexed() {
     assert_eq!(s.finish().code(), Some(0));
     let conn = rusqlite::Connection::open(&path).unwrap();
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    assert_eq!(version, 6);
+    assert_eq!(version, 7);
 }
 
 /// A PostgreSQL schema written by version 2 (before search) is brought forward likewise.
@@ -234,10 +238,13 @@ fn a_version_2_postgres_schema_is_indexed() {
     assert_eq!(s.finish().code(), Some(0));
     crate::postgres::psql(
         url,
-        &format!("ALTER TABLE {schema}.messages DROP COLUMN words; UPDATE {schema}.meta SET version = 2"),
+        &format!(
+            "ALTER TABLE {schema}.messages DROP COLUMN words, DROP COLUMN native, DROP COLUMN usage; \
+             ALTER TABLE {schema}.sessions DROP COLUMN usage; UPDATE {schema}.meta SET version = 2"
+        ),
     );
     let mut s = Server::at(&place, Framing::Ndjson, &[]);
     assert_eq!(q(&mut s, "scroll"), at(&[("copy", 0), ("old", 0)]));
     assert_eq!(s.finish().code(), Some(0));
-    assert_eq!(crate::postgres::psql(url, &format!("SELECT version FROM {schema}.meta")), "3");
+    assert_eq!(crate::postgres::psql(url, &format!("SELECT version FROM {schema}.meta")), "4");
 }

@@ -7,12 +7,14 @@ use jsonrpsee::types::ErrorObjectOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::ops::limits::REPAIR;
+use crate::ops::limits::{COUNT_FORMAT, REPAIR};
 use crate::ops::{Call, Compaction, History, Trimmed, refs_in_messages};
 use crate::rpc::methods::Ctx;
+use crate::rpc::methods::provider::options;
 use crate::rpc::methods::shown::Shown;
 use crate::rpc::outgoing::{Pieces, Splice};
 use crate::session::SessionId;
+use crate::session::export::Format;
 use crate::session::image::Images;
 
 #[derive(Deserialize)]
@@ -62,11 +64,20 @@ pub struct TrimParams {
     #[serde(default)]
     max_tokens: Option<u64>,
     #[serde(default)]
+    format: Option<Format>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    thinking: Option<bool>,
+    #[serde(default)]
+    store: Option<bool>,
+    #[serde(default)]
     expected_revision: Option<u64>,
 }
 
 pub async fn trim(ctx: Arc<Ctx>, p: TrimParams, _: Arc<Call>) -> Result<Trimmed> {
-    ctx.ops.trim(p.session_id.as_str(), p.max_turns, p.max_tokens, p.expected_revision).await
+    let counted = (p.format.unwrap_or(COUNT_FORMAT), options(p.model, p.thinking, p.store));
+    ctx.ops.trim(p.session_id.as_str(), p.max_turns, p.max_tokens, counted, p.expected_revision).await
 }
 
 #[derive(Deserialize)]

@@ -51,6 +51,8 @@ struct Capabilities {
     store: &'static str,
     max_message_bytes: usize,
     framing: &'static str,
+    /// The provider body formats export, validate, add_response and import take.
+    formats: [&'static str; 4],
 }
 
 pub async fn initialize(ctx: Arc<Ctx>, p: InitializeParams, _: Arc<Call>) -> Result<InitializeResult> {
@@ -63,6 +65,8 @@ pub async fn initialize(ctx: Arc<Ctx>, p: InitializeParams, _: Arc<Call>) -> Res
             store: ctx.ops.store_kind(),
             max_message_bytes: ctx.max_message_bytes,
             framing: ctx.framing.get().unwrap_or(Framing::Lsp).name(),
+            formats: [Format::OpenaiChat, Format::OpenaiResponses, Format::AnthropicMessages, Format::GeminiContents]
+                .map(Format::name),
         },
     })
 }

@@ -4,26 +4,17 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::error::Result;
-use crate::ops::{Added, Call};
+use crate::ops::{Added, AddedResponse, Call};
 use crate::rpc::methods::Ctx;
+use crate::session::export::Format;
 use crate::session::image::ImageInput;
 use crate::session::{MessageInput, Role, SessionId, empty_table};
 
 fn fresh(role: Role, content: Value) -> MessageInput {
-    MessageInput {
-        role,
-        content,
-        name: None,
-        tool_call_id: None,
-        tool_calls: None,
-        images: None,
-        metadata: None,
-        id: None,
-        created_at: None,
-    }
+    MessageInput::new(role, content)
 }
 
 #[derive(Deserialize)]
@@ -103,4 +94,21 @@ pub struct AddedMany {
 pub async fn add_messages(ctx: Arc<Ctx>, p: AddMessagesParams, _: Arc<Call>) -> Result<AddedMany> {
     let done = ctx.ops.append(p.session_id.as_str(), p.messages, p.expected_revision).await?;
     Ok(AddedMany { message_ids: done.message_ids, revision: done.revision })
+}
+
+#[derive(Deserialize)]
+pub struct AddResponseParams {
+    session_id: SessionId,
+    format: Format,
+    /// Kept as given: its members' order is the native body's.
+    response: Value,
+    #[serde(default, deserialize_with = "empty_table::optional_object")]
+    metadata: Option<Map<String, Value>>,
+    #[serde(default)]
+    expected_revision: Option<u64>,
+}
+
+pub async fn add_response(ctx: Arc<Ctx>, p: AddResponseParams, _: Arc<Call>) -> Result<AddedResponse> {
+    let id = p.session_id.as_str();
+    ctx.ops.add_response(id, p.format, &p.response, p.metadata, p.expected_revision).await
 }

@@ -13,7 +13,7 @@ mod history;
 mod lifecycle;
 mod messages;
 mod param_errors;
-mod provider;
+pub(crate) mod provider;
 mod runtime;
 mod search;
 mod sessions;
@@ -144,6 +144,8 @@ pub fn module(ctx: Ctx) -> Registry {
     t.add("session/add_tool_result", Append, Inline, messages::add_tool_result);
     t.add("session/add_message", Append, Inline, messages::add_message);
     t.add("session/add_messages", Append, PoolWrites, messages::add_messages);
+    // Its calls' ids may be numbered after the session's: it waits for the request before it.
+    t.add("session/add_response", Session, Inline, messages::add_response);
     t.add("session/history", Session, Pool, history::history);
     t.add("session/trim", Session, PoolWrites, history::trim);
     t.add("session/to_dict", Session, Pool, dict::to_dict);

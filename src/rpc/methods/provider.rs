@@ -13,8 +13,14 @@ use crate::rpc::methods::Ctx;
 use crate::rpc::methods::shown::Shown;
 use crate::rpc::outgoing::{Pieces, Splice};
 use crate::session::SessionId;
-use crate::session::export::{Format, Violation};
+use crate::session::export::{Format, Options, Violation};
 use crate::session::image::Images;
+
+/// The options every method that builds a body takes (spec section 13). (Spelled out in
+/// each params struct: serde's `flatten` cannot read numbers kept exactly.)
+pub(super) fn options(model: Option<String>, thinking: Option<bool>, store: Option<bool>) -> Options {
+    Options { fix: false, model, thinking, store }
+}
 
 #[derive(Deserialize)]
 pub struct ExportParams {
@@ -24,10 +30,17 @@ pub struct ExportParams {
     repair: Option<bool>,
     #[serde(default)]
     images: Images,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    thinking: Option<bool>,
+    #[serde(default)]
+    store: Option<bool>,
 }
 
 pub async fn export(ctx: Arc<Ctx>, p: ExportParams, _: Arc<Call>) -> Result<Shown<Exported>> {
-    let exported = ctx.ops.export(p.session_id.as_str(), p.format, p.repair.unwrap_or(REPAIR)).await?;
+    let options = options(p.model, p.thinking, p.store);
+    let exported = ctx.ops.export(p.session_id.as_str(), p.format, p.repair.unwrap_or(REPAIR), options).await?;
     Shown::with_images(exported, p.images, |v| refs_in_payload(&mut v["payload"]))
 }
 
@@ -42,6 +55,12 @@ impl Splice for Exported {
 pub struct ValidateParams {
     session_id: SessionId,
     format: Format,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    thinking: Option<bool>,
+    #[serde(default)]
+    store: Option<bool>,
 }
 
 #[derive(Serialize, Clone)]
@@ -50,7 +69,8 @@ pub struct Validated {
 }
 
 pub async fn validate(ctx: Arc<Ctx>, p: ValidateParams, _: Arc<Call>) -> Result<Validated> {
-    Ok(Validated { violations: ctx.ops.validate(p.session_id.as_str(), p.format).await? })
+    let options = options(p.model, p.thinking, p.store);
+    Ok(Validated { violations: ctx.ops.validate(p.session_id.as_str(), p.format, options).await? })
 }
 
 #[derive(Deserialize)]
@@ -58,6 +78,12 @@ pub struct CountParams {
     session_id: SessionId,
     #[serde(default)]
     format: Option<Format>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    thinking: Option<bool>,
+    #[serde(default)]
+    store: Option<bool>,
 }
 
 #[derive(Serialize, Clone)]
@@ -67,5 +93,6 @@ pub struct Counted {
 
 pub async fn count_tokens(ctx: Arc<Ctx>, p: CountParams, _: Arc<Call>) -> Result<Counted> {
     let format = p.format.unwrap_or(COUNT_FORMAT);
-    Ok(Counted { tokens: ctx.ops.count_tokens(p.session_id.as_str(), format).await? })
+    let options = options(p.model, p.thinking, p.store);
+    Ok(Counted { tokens: ctx.ops.count_tokens(p.session_id.as_str(), format, options).await? })
 }

@@ -4,7 +4,10 @@
 
 use serde_json::{Value, json};
 
-use super::{Export, PLACEHOLDER, TurnFormat, Warning, calls, images, object_args, text, turns, unexpressed_parts};
+use super::{
+    Export, Format, Items, Options, PLACEHOLDER, TurnFormat, Warning, calls, images, object_args, replay, text, turns,
+    unexpressed_parts,
+};
 use crate::session::message::{Message, Role};
 
 const FORMAT: TurnFormat = TurnFormat {
@@ -15,14 +18,36 @@ const FORMAT: TurnFormat = TurnFormat {
     is_result: |b| b["type"] == "tool_result",
 };
 
-pub(super) fn export(system: Option<&str>, messages: &[Message], fix: bool) -> Export {
+pub(super) fn export(system: Option<&str>, messages: &[Message], options: &Options) -> Export {
     let mut warnings = Vec::new();
-    let (out, sources, system) = turns(&FORMAT, system, messages, fix, &mut warnings, blocks);
+    let items = |i: usize, m: &Message, warnings: &mut Vec<Warning>| match replay(FORMAT_NAME, i, m, options, warnings)
+    {
+        Some(body) => Items::Turn(json!({"role": "assistant", "content": native_blocks(i, body, options, warnings)})),
+        None => Items::Built(blocks(i, m, warnings)),
+    };
+    let (out, sources, system) = turns(&FORMAT, system, messages, options.fix, &mut warnings, items);
     let mut payload = json!({"messages": out});
     if let Some(system) = system {
         payload["system"] = json!(system);
     }
     Export { payload, warnings, sources }
+}
+
+const FORMAT_NAME: Format = Format::AnthropicMessages;
+
+fn is_thinking(block: &Value) -> bool {
+    matches!(block["type"].as_str(), Some("thinking" | "redacted_thinking"))
+}
+
+/// A native turn's blocks as they came; with `thinking: false`, without its thinking.
+fn native_blocks(i: usize, body: &Value, options: &Options, warnings: &mut Vec<Warning>) -> Value {
+    let blocks = body.as_array().map(Vec::as_slice).unwrap_or_default();
+    if options.thinking != Some(false) || !blocks.iter().any(is_thinking) {
+        return body.clone();
+    }
+    let message = "thinking left out: `thinking` is false".to_owned();
+    warnings.push(Warning { index: Some(i), message });
+    Value::Array(blocks.iter().filter(|b| !is_thinking(b)).cloned().collect())
 }
 
 fn blocks(i: usize, m: &Message, warnings: &mut Vec<Warning>) -> Vec<Value> {
@@ -49,9 +74,10 @@ fn blocks(i: usize, m: &Message, warnings: &mut Vec<Warning>) -> Vec<Value> {
     blocks
 }
 
-pub(super) fn validate(payload: &Value) -> Vec<(usize, &'static str, String)> {
+pub(super) fn validate(payload: &Value, options: &Options) -> Vec<(usize, &'static str, String)> {
     let mut found = Vec::new();
     let messages = payload["messages"].as_array().map(Vec::as_slice).unwrap_or_default();
+    thinking_rules(messages, options, &mut found);
     if messages.first().is_some_and(|m| m["role"] != "user") {
         found.push((0, "first_not_user", "messages: first message must use the \"user\" role".into()));
     }
@@ -110,4 +136,40 @@ pub(super) fn validate(payload: &Value) -> Vec<(usize, &'static str, String)> {
         }
     }
     found
+}
+
+/// Thinking: an assistant message may not end in a thinking block; with `thinking: true`,
+/// the assistant message whose tool results end the history must start with one.
+fn thinking_rules(messages: &[Value], options: &Options, found: &mut Vec<(usize, &'static str, String)>) {
+    for (i, m) in messages.iter().enumerate().filter(|(_, m)| m["role"] == "assistant") {
+        let last = m["content"].as_array().and_then(|b| b.last());
+        if last.is_some_and(is_thinking) {
+            let error = format!("messages.{i}: The final block in an assistant message cannot be `thinking`.");
+            found.push((i, "thinking_last", error));
+        }
+    }
+    if options.thinking != Some(true) || messages.len() < 2 {
+        return;
+    }
+    let (last, before) = (&messages[messages.len() - 1], &messages[messages.len() - 2]);
+    let trailing_results = last["role"] == "user"
+        && last["content"].as_array().and_then(|b| b.first()).is_some_and(|b| b["type"] == "tool_result");
+    if !trailing_results || before["role"] != "assistant" {
+        return;
+    }
+    let first = before["content"].as_array().and_then(|b| b.first());
+    if !first.is_some_and(is_thinking) {
+        let i = messages.len() - 2;
+        let found_type = first.and_then(|b| b["type"].as_str()).unwrap_or("nothing");
+        found.push((
+            i,
+            "thinking_required",
+            format!(
+                "messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{found_type}`. \
+                 When `thinking` is enabled, a final `assistant` message must start with a thinking block \
+                 (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include \
+                 thinking blocks from previous turns. To avoid this requirement, disable `thinking`."
+            ),
+        ));
+    }
 }

@@ -5,7 +5,8 @@
 use serde_json::{Map, Value, json};
 
 use super::{
-    Export, PLACEHOLDER, TurnFormat, Warning, call_names, calls, images, object_args, text, turns, unexpressed_parts,
+    Export, Format, Items, Options, PLACEHOLDER, TurnFormat, Warning, calls, images, object_args, replay, text, turns,
+    unexpressed_parts,
 };
 use crate::session::message::{Message, Role};
 
@@ -17,10 +18,20 @@ const FORMAT: TurnFormat = TurnFormat {
     is_result: |p| p.get("functionResponse").is_some(),
 };
 
-pub(super) fn export(system: Option<&str>, messages: &[Message], fix: bool) -> Export {
+/// Google's documented placeholder for a call whose signature convo cannot have: one
+/// that came from another provider, or from the common form.
+pub const SKIP_SIGNATURE: &str = "skip_thought_signature_validator";
+
+pub(super) fn export(system: Option<&str>, messages: &[Message], options: &Options) -> Export {
     let names = call_names(messages);
     let mut warnings = Vec::new();
-    let (out, sources, system) = turns(&FORMAT, system, messages, fix, &mut warnings, |i, m, w| parts(i, m, &names, w));
+    // The current turn: everything after the last user message (results start none).
+    let turn_start = messages.iter().rposition(|m| m.role == Role::User).map_or(0, |u| u + 1);
+    let items = |i: usize, m: &Message, w: &mut Vec<Warning>| match replay(Format::GeminiContents, i, m, options, w) {
+        Some(body) => Items::Turn(body.clone()),
+        None => Items::Built(parts(i, m, &names, i >= turn_start, w)),
+    };
+    let (out, sources, system) = turns(&FORMAT, system, messages, options.fix, &mut warnings, items);
     let mut payload = json!({"contents": out});
     if let Some(system) = system {
         payload["system_instruction"] = json!({"parts": [{"text": system}]});
@@ -28,18 +39,51 @@ pub(super) fn export(system: Option<&str>, messages: &[Message], fix: bool) -> E
     Export { payload, warnings, sources }
 }
 
-fn parts(i: usize, m: &Message, names: &Map<String, Value>, warnings: &mut Vec<Warning>) -> Vec<Value> {
+/// Each call id, with the name it was made with and whether Gemini gave that id itself
+/// (then its response echoes it).
+fn call_names(messages: &[Message]) -> Map<String, Value> {
+    let mut names = Map::new();
+    for m in messages {
+        let own_ids: Vec<&str> = match &m.native {
+            Some(native) if native.format == Format::GeminiContents => native.body["parts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p.pointer("/functionCall/id").and_then(Value::as_str))
+                .collect(),
+            _ => Vec::new(),
+        };
+        for call in calls(m) {
+            let own = own_ids.contains(&call.id.as_str());
+            names.insert(call.id, json!({"name": call.name, "own": own}));
+        }
+    }
+    names
+}
+
+fn parts(
+    i: usize,
+    m: &Message,
+    names: &Map<String, Value>,
+    current_turn: bool,
+    warnings: &mut Vec<Warning>,
+) -> Vec<Value> {
     unexpressed_parts(i, m, &[], warnings);
     if m.role == Role::Tool {
         let id = m.tool_call_id.as_deref().unwrap_or_default();
-        let name = names.get(id).cloned().unwrap_or_else(|| json!(id));
+        let known = names.get(id);
+        let name = known.map_or_else(|| json!(id), |k| k["name"].clone());
         let content = match &m.content {
             Value::String(s) => {
                 serde_json::from_str::<Value>(s).ok().filter(Value::is_object).unwrap_or_else(|| json!(s))
             }
             other => json!(text(other)),
         };
-        return vec![json!({"functionResponse": {"name": name, "response": {"content": content}}})];
+        let mut response = json!({"name": name, "response": {"content": content}});
+        if known.is_some_and(|k| k["own"] == true) {
+            response = json!({"id": id, "name": name, "response": {"content": content}});
+        }
+        return vec![json!({"functionResponse": response})];
     }
     let mut parts = Vec::new();
     let text = text(&m.content);
@@ -49,9 +93,18 @@ fn parts(i: usize, m: &Message, names: &Map<String, Value>, warnings: &mut Vec<W
     for image in images(i, m, warnings) {
         parts.push(json!({"inline_data": {"mime_type": image.media_type, "data": image.data}}));
     }
-    for call in calls(m) {
+    for (k, call) in calls(m).into_iter().enumerate() {
         let args = object_args(i, call.args, warnings);
-        parts.push(json!({"functionCall": {"name": call.name, "args": args}}));
+        let mut part = json!({"functionCall": {"name": call.name, "args": args}});
+        if k == 0 && current_turn && m.role == Role::Assistant {
+            part["thoughtSignature"] = json!(SKIP_SIGNATURE);
+            let message = format!(
+                "a function call of the current turn has no thought signature: Google's placeholder \
+                 `{SKIP_SIGNATURE}` was written on the first call of its message"
+            );
+            warnings.push(Warning { index: Some(i), message });
+        }
+        parts.push(part);
     }
     parts
 }

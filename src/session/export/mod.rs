@@ -1,25 +1,81 @@
 //! Provider-ready histories. `export` turns a session into the request body parts one
-//! provider accepts (OpenAI Chat Completions, Anthropic Messages, Gemini contents),
-//! reporting as a warning whatever it had to change or leave out; `validate` lists what
-//! a provider would reject in a payload, with the provider's own error text. Pure.
+//! provider accepts (OpenAI Chat Completions, the OpenAI Responses API, Anthropic
+//! Messages, Gemini contents), reporting as a warning whatever it had to change or leave
+//! out; `validate` lists what a provider would reject in a payload, with the provider's
+//! own error text. Pure.
+//!
+//! One rule for every format (spec section 13): a message whose `native.format` is the
+//! export's format is replayed from its native body verbatim (`replay`); every other
+//! message is built from its common form, and what the format cannot carry (another
+//! provider's reasoning, signatures, item ids) is left out with a warning, never
+//! converted into text and never forged.
 
 mod anthropic;
 mod gemini;
 mod openai;
+mod responses;
 
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::error::quote;
 use crate::session::message::{Message, Role, call_id};
+use crate::session::native;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Format {
     OpenaiChat,
+    OpenaiResponses,
     AnthropicMessages,
     GeminiContents,
+}
+
+impl Format {
+    /// The name clients give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::OpenaiChat => "openai_chat",
+            Format::OpenaiResponses => "openai_responses",
+            Format::AnthropicMessages => "anthropic_messages",
+            Format::GeminiContents => "gemini_contents",
+        }
+    }
+
+    /// The API it is the request body of, as people call it.
+    pub fn provider(self) -> &'static str {
+        match self {
+            Format::OpenaiChat => "Chat Completions",
+            Format::OpenaiResponses => "Responses API",
+            Format::AnthropicMessages => "Anthropic Messages",
+            Format::GeminiContents => "Gemini",
+        }
+    }
+}
+
+/// How to build the body: `fix` merges, fills in and leaves out what the provider would
+/// reject (each a warning); without it every message is sent as it is. `model`: only
+/// native bodies of that model are replayed. `thinking` (Anthropic): `false` leaves
+/// every thinking block out; `true` makes `validate` require one where Anthropic does.
+/// `store` (Responses API, default true): `false` means stateless, so reasoning without
+/// `encrypted_content` cannot be replayed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Options {
+    pub fix: bool,
+    pub model: Option<String>,
+    pub thinking: Option<bool>,
+    pub store: Option<bool>,
+}
+
+impl Options {
+    pub fn fixing(fix: bool) -> Self {
+        Options { fix, ..Options::default() }
+    }
+
+    fn stateless(&self) -> bool {
+        self.store == Some(false)
+    }
 }
 
 /// Something export changed or could not express, at a message of the history.
@@ -47,21 +103,32 @@ pub struct Export {
     pub sources: Vec<usize>,
 }
 
-/// How export treats what the provider would reject: `fix` merges, fills in and leaves
-/// out (each a warning); without it every message is sent as it is, one to one.
+/// `export_with` and no option but `fix`.
 pub fn export(format: Format, system: Option<&str>, messages: &[Message], fix: bool) -> Export {
+    export_with(format, system, messages, &Options::fixing(fix))
+}
+
+/// The request body parts of `format` for a history (see `Options`).
+pub fn export_with(format: Format, system: Option<&str>, messages: &[Message], options: &Options) -> Export {
     match format {
-        Format::OpenaiChat => openai::export(system, messages, fix),
-        Format::AnthropicMessages => anthropic::export(system, messages, fix),
-        Format::GeminiContents => gemini::export(system, messages, fix),
+        Format::OpenaiChat => openai::export(system, messages, options),
+        Format::OpenaiResponses => responses::export(system, messages, options),
+        Format::AnthropicMessages => anthropic::export(system, messages, options),
+        Format::GeminiContents => gemini::export(system, messages, options),
     }
 }
 
 /// What the provider would reject in `export`'s payload.
 pub fn validate(format: Format, export: &Export) -> Vec<Violation> {
+    validate_with(format, export, &Options::default())
+}
+
+/// `validate`, with the rules the options bring (`thinking: true`, `store: false`).
+pub fn validate_with(format: Format, export: &Export, options: &Options) -> Vec<Violation> {
     let found = match format {
         Format::OpenaiChat => openai::validate(&export.payload),
-        Format::AnthropicMessages => anthropic::validate(&export.payload),
+        Format::OpenaiResponses => responses::validate(&export.payload, options),
+        Format::AnthropicMessages => anthropic::validate(&export.payload, options),
         Format::GeminiContents => gemini::validate(&export.payload),
     };
     found
@@ -91,18 +158,26 @@ pub(crate) struct TurnFormat {
 /// The text of the user turn put before a history that starts with the assistant.
 pub(crate) const PLACEHOLDER: &str = "(The conversation so far continues below.)";
 
-/// Turns from messages: tool results ride in user turns; with `fix`, history system
-/// messages join the system prompt, empty messages are left out, a placeholder user
-/// turn goes before a leading assistant turn, and consecutive turns of one role merge
-/// (results first, as they come). Without `fix`, one turn per message, as it is.
-/// Returns the turns, their sources, and the system prompt.
+/// A message's part of a turn: items built from its common form, or (replayed) a whole
+/// native turn, which goes out as it is unless it must merge with the turn before it.
+pub(crate) enum Items {
+    Built(Vec<Value>),
+    Turn(Value),
+}
+
+/// Turns from messages: tool results ride in user turns, a group's results and a user
+/// message right after them in one turn (results first), as the provider takes them;
+/// with `fix`, history system messages join the system prompt, empty messages are left
+/// out, a placeholder user turn goes before a leading assistant turn, and any other
+/// consecutive turns of one role merge. Without `fix`, every other message is a turn of
+/// its own, as it is. Returns the turns, their sources, and the system prompt.
 pub(crate) fn turns(
     f: &TurnFormat,
     system: Option<&str>,
     messages: &[Message],
     fix: bool,
     warnings: &mut Vec<Warning>,
-    mut items: impl FnMut(usize, &Message, &mut Vec<Warning>) -> Vec<Value>,
+    mut items: impl FnMut(usize, &Message, &mut Vec<Warning>) -> Items,
 ) -> (Vec<Value>, Vec<usize>, Option<String>) {
     let mut system = system.map(str::to_owned);
     let (mut out, mut sources): (Vec<Value>, Vec<usize>) = (Vec::new(), Vec::new());
@@ -119,13 +194,23 @@ pub(crate) fn turns(
             Role::User | Role::Tool => "user",
             Role::Assistant => f.assistant,
         };
-        let new = items(i, m, warnings);
-        if !fix {
-            out.push(json!({"role": role, f.items: new}));
+        let (new, whole) = match items(i, m, warnings) {
+            Items::Built(new) => (new, None),
+            Items::Turn(turn) => (turn[f.items].as_array().cloned().unwrap_or_default(), Some(turn)),
+        };
+        let results_only = out.last().is_some_and(|last: &Value| {
+            last["role"] == "user"
+                && last[f.items].as_array().is_some_and(|items| !items.is_empty() && items.iter().all(f.is_result))
+        });
+        // After a group's results: the next result, or the user message that follows.
+        let joins_results =
+            results_only && matches!(m.role, Role::Tool | Role::User) && messages[i - 1].role == Role::Tool;
+        if !fix && !joins_results {
+            out.push(whole.unwrap_or_else(|| json!({"role": role, f.items: new})));
             sources.push(i);
             continue;
         }
-        if new.is_empty() {
+        if fix && new.is_empty() {
             warn(warnings, i, "an empty message was left out".into());
             continue;
         }
@@ -136,19 +221,53 @@ pub(crate) fn turns(
         }
         match out.last_mut() {
             Some(last) if last["role"] == role => {
-                let results = last[f.items].as_array().is_some_and(|items| items.iter().all(f.is_result));
-                if m.role != Role::Tool && !results {
+                if m.role != Role::Tool && !results_only {
                     warn(warnings, i, format!("consecutive {role} turns were merged"));
                 }
                 last[f.items].as_array_mut().expect("items").extend(new);
             }
             _ => {
-                out.push(json!({"role": role, f.items: new}));
+                out.push(whole.unwrap_or_else(|| json!({"role": role, f.items: new})));
                 sources.push(i);
             }
         }
     }
     (out, sources, system.filter(|s| !s.is_empty()))
+}
+
+/// The native body of an assistant message to replay in `format` verbatim, if it has
+/// one of that format (and, with `model`, of that model); else `None`, with a warning
+/// for what building it from the common form leaves out.
+pub(crate) fn replay<'m>(
+    format: Format,
+    index: usize,
+    m: &'m Message,
+    options: &Options,
+    warnings: &mut Vec<Warning>,
+) -> Option<&'m Value> {
+    let native = m.native.as_ref()?;
+    let warn = |warnings: &mut Vec<Warning>, message: String| warnings.push(Warning { index: Some(index), message });
+    if native.format != format {
+        if native::has_reasoning(native) {
+            let message =
+                format!("reasoning left out: {} cannot carry it; export {}", format.provider(), native.format.name());
+            warn(warnings, message);
+        }
+        return None;
+    }
+    if let Some(wanted) = &options.model
+        && !native::model_matches(native.model.as_deref(), wanted)
+    {
+        let made_by = native.model.as_deref().map_or("an unknown model".to_owned(), quote);
+        let message = format!(
+            "built from the common form: its {} body came from {made_by}, not {}, so its reasoning was left out",
+            format.name(),
+            quote(wanted)
+        );
+        warn(warnings, message);
+        return None;
+    }
+    Some(&native.body)
 }
 
 /// A tool call in the shape every provider is built from.
@@ -194,6 +313,11 @@ pub fn calls(message: &Message) -> Vec<Call> {
             }
         })
         .collect()
+}
+
+/// The text of a message's content: the string, or its text parts joined.
+pub fn text_of(content: &Value) -> String {
+    text(content)
 }
 
 /// The text of a message's content: the string, or its text parts joined.
@@ -266,11 +390,6 @@ pub(crate) fn unexpressed_parts(index: usize, message: &Message, kept: &[&str], 
             });
         }
     }
-}
-
-/// The name each call id was made with, for formats whose results carry the name.
-pub(crate) fn call_names(messages: &[Message]) -> Map<String, Value> {
-    messages.iter().flat_map(calls).map(|c| (c.id, Value::String(c.name))).collect()
 }
 
 #[cfg(test)]

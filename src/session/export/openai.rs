@@ -4,16 +4,21 @@
 
 use serde_json::{Value, json};
 
-use super::{Export, Warning, calls, images, text, unexpressed_parts};
+use super::{Export, Format, Options, Warning, calls, images, replay, text, unexpressed_parts};
 use crate::session::message::{Message, Role};
 
-pub(super) fn export(system: Option<&str>, messages: &[Message], _fix: bool) -> Export {
+pub(super) fn export(system: Option<&str>, messages: &[Message], options: &Options) -> Export {
     let (mut out, mut sources, mut warnings) = (Vec::new(), Vec::new(), Vec::new());
     if let Some(system) = system {
         out.push(json!({"role": "system", "content": system}));
         sources.push(0);
     }
     for (i, m) in messages.iter().enumerate() {
+        if let Some(body) = replay(Format::OpenaiChat, i, m, options, &mut warnings) {
+            out.push(body.clone());
+            sources.push(i);
+            continue;
+        }
         let mut message = match m.role {
             Role::System => json!({"role": "system", "content": text(&m.content)}),
             Role::User => json!({"role": "user", "content": user_content(i, m, &mut warnings)}),

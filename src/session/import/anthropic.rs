@@ -1,12 +1,14 @@
 //! Anthropic Messages `messages` and `system` read back. A user turn's `tool_result`
 //! blocks become tool messages; text, images and other blocks become user messages; an
-//! assistant turn's `tool_use` blocks become tool calls in Anthropic's `{id, name,
-//! input}` shape.
+//! assistant turn is kept whole (its `content` blocks) as a native message.
+
+use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
 use super::{Body, TurnMessages, invalid, result_text, role, tool_result, turns};
 use crate::error::Result;
+use crate::session::export::Format;
 
 pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
     let system = match body.get("system") {
@@ -17,6 +19,7 @@ pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
         },
     };
     let mut messages = Vec::new();
+    let mut taken = HashSet::new();
     for (i, m) in turns(body, "messages")?.iter().enumerate() {
         let at = format!("data.messages[{i}]");
         let assistant = match role(m, &at)? {
@@ -29,7 +32,17 @@ pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
             Value::Array(blocks) => blocks,
             _ => return Err(invalid(&format!("{at}.content"), "must be a string or an array of content blocks")),
         };
-        let mut turn = TurnMessages::new(if assistant { "assistant" } else { "user" });
+        if assistant {
+            for (k, block) in blocks.iter().enumerate() {
+                if block["type"] == "tool_use" && !block["id"].is_string() {
+                    return Err(invalid(&format!("{at}.content[{k}]"), "id: must be a string"));
+                }
+            }
+            let body = Value::Array(blocks.clone());
+            messages.push(super::native_turn(Format::AnthropicMessages, body, &mut taken, &at)?.0);
+            continue;
+        }
+        let mut turn = TurnMessages::new("user");
         for (k, block) in blocks.iter().enumerate() {
             let at = format!("{at}.content[{k}]");
             match block.get("type").and_then(Value::as_str) {
@@ -40,13 +53,7 @@ pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
                     let data = super::image_data(block.pointer("/source/data"));
                     turn.image(data.ok_or_else(|| invalid(&at, "source.data: must be base64 or a {ref}"))?)
                 }
-                Some("tool_use") if assistant => {
-                    let id = block.get("id").filter(|id| id.is_string());
-                    let id = id.ok_or_else(|| invalid(&at, "id: must be a string"))?;
-                    let input = block.get("input").cloned().unwrap_or_else(|| json!({}));
-                    turn.call(json!({"id": id, "name": block["name"], "input": input}))
-                }
-                Some("tool_result") if !assistant => {
+                Some("tool_result") => {
                     let id = block.get("tool_use_id").and_then(Value::as_str);
                     let id = id.ok_or_else(|| invalid(&at, "tool_use_id: must be a string"))?;
                     messages.append(&mut std::mem::replace(&mut turn, TurnMessages::new("user")).into_messages());
@@ -64,7 +71,6 @@ pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::export::Format;
 
     fn import(body: Value) -> Body {
         super::super::import(Format::AnthropicMessages, &body).unwrap()
@@ -86,10 +92,12 @@ mod tests {
         ]});
         let got = import(body);
         assert_eq!(got.system.as_deref(), Some("sys"));
+        let turn = json!([{"type": "text", "text": "calling"}, {"type": "tool_use", "id": "t1", "name": "f", "input": {"x": 1}}]);
         assert_eq!(
             got.messages,
             [
-                json!({"role": "assistant", "content": "calling", "tool_calls": [{"id": "t1", "name": "f", "input": {"x": 1}}]}),
+                json!({"role": "assistant", "content": "calling", "native": {"format": "anthropic_messages", "model": null, "body": turn},
+                       "tool_calls": [{"id": "t1", "name": "f", "arguments": {"x": 1}}]}),
                 json!({"role": "tool", "tool_call_id": "t1", "content": "ok"}),
                 json!({"role": "user", "content": "a", "images": ["QUJD"]}),
                 json!({"role": "user", "content": "b"}),
@@ -98,12 +106,19 @@ mod tests {
     }
 
     #[test]
-    fn blocks_without_a_counterpart_are_kept_as_parts() {
+    fn an_assistant_turn_is_kept_whole_thinking_and_all() {
         let thinking = json!({"type": "thinking", "thinking": "hmm", "signature": "s"});
-        let body =
-            json!({"messages": [{"role": "assistant", "content": [thinking.clone(), {"type": "text", "text": "x"}]}]});
-        let got = import(body).messages;
-        assert_eq!(got, [json!({"role": "assistant", "content": [thinking, {"type": "text", "text": "x"}]})]);
+        let blocks = json!([thinking, {"type": "text", "text": "x"}]);
+        let got = import(json!({"messages": [{"role": "assistant", "content": blocks}]})).messages;
+        let native = json!({"format": "anthropic_messages", "model": null, "body": blocks});
+        assert_eq!(got, [json!({"role": "assistant", "content": "x", "native": native})]);
+    }
+
+    #[test]
+    fn user_blocks_without_a_counterpart_are_kept_as_parts() {
+        let doc = json!({"type": "document", "source": {"type": "text", "data": "d"}});
+        let got = import(json!({"messages": [{"role": "user", "content": [doc.clone()]}]})).messages;
+        assert_eq!(got, [json!({"role": "user", "content": [doc]})]);
     }
 
     #[test]

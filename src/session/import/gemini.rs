@@ -1,15 +1,18 @@
-//! Gemini `contents` and `system_instruction` read back. Gemini's calls need not carry
-//! ids: a `functionCall` without one gets `call_<n>` (n counting the body's calls), and a
-//! `functionResponse` without one answers the oldest unanswered call of its name. A
-//! response `{"content": x}` (as export writes it) is the result `x`, an object as its
-//! JSON text; any other response is the result, as JSON text.
+//! Gemini `contents` and `system_instruction` read back. A model turn is kept whole as
+//! a native message (signatures and thoughts included). Gemini's calls need not carry
+//! ids: a `functionCall` without one gets `call_<n>` (n counting the body's calls,
+//! skipping ids it names), and a `functionResponse` without one answers the oldest
+//! unanswered call of its name. A response `{"content": x}` (as export writes it) is the
+//! result `x`, an object as its JSON text; any other response is the result, as JSON
+//! text.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 
 use serde_json::{Map, Value, json};
 
 use super::{Body, TurnMessages, invalid, role, tool_result, turns};
 use crate::error::Result;
+use crate::session::export::Format;
 
 pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
     let system = match body.get("system_instruction").or_else(|| body.get("systemInstruction")) {
@@ -20,7 +23,7 @@ pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
     let mut messages = Vec::new();
     // Calls not yet answered, oldest first: (name, id).
     let mut open: VecDeque<(String, String)> = VecDeque::new();
-    let mut made = 0;
+    let mut taken = HashSet::new();
     for (i, c) in turns(body, "contents")?.iter().enumerate() {
         let at = format!("data.contents[{i}]");
         let model = match c.get("role").map(|_| role(c, &at)).transpose()? {
@@ -30,7 +33,19 @@ pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
         };
         let parts = c.get("parts").and_then(Value::as_array);
         let parts = parts.ok_or_else(|| invalid(&format!("{at}.parts"), "must be an array"))?;
-        let mut turn = TurnMessages::new(if model { "assistant" } else { "user" });
+        if model {
+            for (k, part) in parts.iter().enumerate() {
+                let name = part.get("functionCall").map(|call| call.get("name").and_then(Value::as_str));
+                if name == Some(None) {
+                    return Err(invalid(&format!("{at}.parts[{k}]"), "functionCall.name: must be a string"));
+                }
+            }
+            let (message, calls) = super::native_turn(Format::GeminiContents, c.clone(), &mut taken, &at)?;
+            messages.push(message);
+            open.extend(calls);
+            continue;
+        }
+        let mut turn = TurnMessages::new("user");
         for (k, part) in parts.iter().enumerate() {
             let at = format!("{at}.parts[{k}]");
             let object = part.as_object().ok_or_else(|| invalid(&at, "must be an object"))?;
@@ -39,20 +54,7 @@ pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
             } else if let Some(data) = object.get("inline_data").or_else(|| object.get("inlineData")) {
                 let data = super::image_data(data.get("data"));
                 turn.image(data.ok_or_else(|| invalid(&at, "inline_data.data: must be base64 or a {ref}"))?);
-            } else if let Some(call) = object.get("functionCall").filter(|_| model) {
-                let name = call.get("name").and_then(Value::as_str);
-                let name = name.ok_or_else(|| invalid(&at, "functionCall.name: must be a string"))?;
-                let id = match call.get("id").and_then(Value::as_str) {
-                    Some(id) => id.to_owned(),
-                    None => {
-                        made += 1;
-                        format!("call_{made}")
-                    }
-                };
-                open.push_back((name.to_owned(), id.clone()));
-                let args = call.get("args").cloned().unwrap_or_else(|| json!({}));
-                turn.call(json!({"id": id, "name": name, "arguments": args}));
-            } else if let Some(response) = object.get("functionResponse").filter(|_| !model) {
+            } else if let Some(response) = object.get("functionResponse") {
                 let name = response.get("name").and_then(Value::as_str).unwrap_or_default();
                 let given = response.get("id").and_then(Value::as_str);
                 let at_open = open.iter().position(|(n, id)| given.map_or(n == name, |g| g == id));
@@ -120,13 +122,15 @@ mod tests {
                 {"functionResponse": {"name": "f", "response": {"content": "done"}}},
             ]},
         ]});
-        let got = import(body);
+        let got = import(body.clone());
         assert_eq!(got.system.as_deref(), Some("sys"));
+        let turn = body["contents"][1].clone();
         assert_eq!(
             got.messages,
             [
                 json!({"role": "user", "content": "go"}),
-                json!({"role": "assistant", "content": "", "tool_calls": [
+                json!({"role": "assistant", "content": null, "native": {"format": "gemini_contents", "model": null, "body": turn},
+                       "tool_calls": [
                     {"id": "call_1", "name": "f", "arguments": {"x": 1}},
                     {"id": "call_2", "name": "g", "arguments": {}},
                 ]}),

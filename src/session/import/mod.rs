@@ -4,20 +4,26 @@
 //! and messages in convo's own shape, which `from_dict` then checks like any import.
 //!
 //! The promise is a round trip: importing what `export` wrote and exporting it again
-//! gives an equal body (up to key order). So each provider turn is split where export
-//! would have merged: one tool message per tool result, and a new message at each text
-//! item of a turn (export joins consecutive messages of one role into one turn, and a
-//! message's text into one item). Items with no convo counterpart are kept as content
-//! parts of their type, so nothing in the body is silently lost. Pure.
+//! gives the same body, byte for byte. Each assistant turn is kept whole as one message
+//! with the turn as its native form (spec section 13), its common form derived from it,
+//! so the export replays it as it was. User turns are split where export would have
+//! merged: one tool message per tool result, and a new message at each text item of a
+//! turn (export joins consecutive messages of one role into one turn, and a message's
+//! text into one item). Items with no convo counterpart are kept as content parts of
+//! their type, so nothing in the body is silently lost. Pure.
 
 mod anthropic;
 mod gemini;
 mod openai;
+mod responses;
+
+use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
 use crate::error::{Error, Result};
 use crate::session::export::Format;
+use crate::session::native::{self, Native};
 
 /// What a provider body holds, in convo's terms.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,9 +38,33 @@ pub fn import(format: Format, body: &Value) -> Result<Body> {
     let body = body.as_object().ok_or_else(|| Error::invalid("data: must be a request body (an object)"))?;
     match format {
         Format::OpenaiChat => openai::import(body),
+        Format::OpenaiResponses => responses::import(body),
         Format::AnthropicMessages => anthropic::import(body),
         Format::GeminiContents => gemini::import(body),
     }
+}
+
+/// An assistant turn of `format`, kept whole as its message's native form (its model
+/// unknown), with its common form derived: each call the body names no id for gets
+/// `call_<n>`, n counting from 1 and skipping the ids `taken` so far in the body (which
+/// then holds it too). Returns the message and its calls' (name, id), in order.
+fn native_turn(
+    format: Format,
+    body: Value,
+    taken: &mut HashSet<String>,
+    at: &str,
+) -> Result<(Value, Vec<(String, String)>)> {
+    let native = Native { format, model: None, body };
+    let mut common = native::derive(&native).map_err(|e| e.within(at))?;
+    common.assign_ids(taken);
+    let calls: Vec<(String, String)> =
+        common.calls.iter().map(|c| (c.name.clone(), c.id.clone().unwrap_or_default())).collect();
+    taken.extend(calls.iter().map(|(_, id)| id.clone()));
+    let mut message = json!({"role": "assistant", "content": common.content(), "native": native});
+    if let Some(calls) = common.tool_calls() {
+        message["tool_calls"] = Value::Array(calls);
+    }
+    Ok((message, calls))
 }
 
 /// The array a body keeps its turns in (`messages`, `contents`); missing is empty.
@@ -61,11 +91,10 @@ fn invalid(at: &str, what: impl std::fmt::Display) -> Error {
     Error::invalid(format!("{at}: {what}"))
 }
 
-/// Builds the messages of one user or assistant turn. `export` writes each message as
-/// one turn item of text first, then its images, other parts and tool calls, and joins
-/// consecutive messages of a role into one turn; so a text item after text or images
-/// starts a new message, unless the message holds tool calls, whose results must follow
-/// it directly (the text then stays in it, as a part).
+/// Builds the messages of one user (or system) turn. `export` writes each message as one
+/// turn item of text first, then its images and other parts, and joins consecutive
+/// messages of a role into one turn; so a text item after text or images starts a new
+/// message.
 struct TurnMessages {
     role: &'static str,
     out: Vec<Message>,
@@ -76,7 +105,6 @@ struct Message {
     /// Content items in order: text parts and parts of other types.
     content: Vec<Value>,
     images: Vec<Value>,
-    calls: Vec<Value>,
 }
 
 impl TurnMessages {
@@ -92,9 +120,8 @@ impl TurnMessages {
     }
 
     fn text(&mut self, text: &str) {
-        let split = self.out.last().is_some_and(|m| {
-            m.calls.is_empty() && (!m.images.is_empty() || m.content.iter().any(|p| p["type"] == "text"))
-        });
+        let split =
+            self.out.last().is_some_and(|m| !m.images.is_empty() || m.content.iter().any(|p| p["type"] == "text"));
         if split {
             self.out.push(Message::default());
         }
@@ -108,10 +135,6 @@ impl TurnMessages {
     /// An item kept as a content part of its own type.
     fn part(&mut self, part: Value) {
         self.current().content.push(part);
-    }
-
-    fn call(&mut self, call: Value) {
-        self.current().calls.push(call);
     }
 
     fn into_messages(self) -> Vec<Value> {
@@ -133,9 +156,6 @@ impl Message {
         let mut message = json!({"role": role, "content": content});
         if !self.images.is_empty() {
             message["images"] = Value::Array(self.images);
-        }
-        if !self.calls.is_empty() {
-            message["tool_calls"] = Value::Array(self.calls);
         }
         message
     }
@@ -172,19 +192,15 @@ mod tests {
     }
 
     #[test]
-    fn a_turn_splits_at_each_text_but_not_after_tool_calls() {
-        let mut turn = TurnMessages::new("assistant");
+    fn a_turn_splits_at_each_text() {
+        let mut turn = TurnMessages::new("user");
         turn.text("a");
+        turn.image(json!("QUJD"));
         turn.text("b");
-        turn.call(json!({"id": "x"}));
-        turn.text("c");
         let got = turn.into_messages();
         assert_eq!(
             got,
-            [
-                json!({"role": "assistant", "content": "a"}),
-                json!({"role": "assistant", "content": "b\nc", "tool_calls": [{"id": "x"}]}),
-            ]
+            [json!({"role": "user", "content": "a", "images": ["QUJD"]}), json!({"role": "user", "content": "b"})]
         );
     }
 

@@ -1,15 +1,20 @@
 //! OpenAI Chat Completions `messages` read back: one convo message per OpenAI message,
 //! a leading `system` (or `developer`) message as the system prompt, image parts with
-//! base64 data URLs (or `{ref}`s) as attached images.
+//! base64 data URLs (or `{ref}`s) as attached images, each assistant message kept whole
+//! as its native form.
+
+use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
 use super::{Body, invalid, result_text, role, turns};
 use crate::error::Result;
+use crate::session::export::Format;
 
 pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
     let mut system = None;
     let mut messages = Vec::new();
+    let mut taken = HashSet::new();
     for (i, m) in turns(body, "messages")?.iter().enumerate() {
         let at = format!("data.messages[{i}]");
         let mut message = match role(m, &at)? {
@@ -19,7 +24,11 @@ pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
             }
             "system" | "developer" => json!({"role": "system", "content": text(&m["content"], &at)?}),
             "user" => user(m, &at)?,
-            "assistant" => assistant(m, &at)?,
+            "assistant" => {
+                check_assistant(m, &at)?;
+                messages.push(super::native_turn(Format::OpenaiChat, m.clone(), &mut taken, &at)?.0);
+                continue;
+            }
             "tool" => {
                 let id = m.get("tool_call_id").and_then(Value::as_str);
                 let id = id.ok_or_else(|| invalid(&format!("{at}.tool_call_id"), "must be a string"))?;
@@ -72,24 +81,18 @@ fn user(m: &Value, at: &str) -> Result<Value> {
     Ok(message)
 }
 
-/// An assistant message: its text (null with tool calls is empty) and its tool calls,
-/// kept in OpenAI's shape.
-fn assistant(m: &Value, at: &str) -> Result<Value> {
-    let content = text(&m["content"], &format!("{at}.content"))?;
-    let mut message = json!({"role": "assistant", "content": content});
+/// An assistant message must be of Chat's shape: text content, an array of calls.
+fn check_assistant(m: &Value, at: &str) -> Result<()> {
+    text(&m["content"], &format!("{at}.content"))?;
     match m.get("tool_calls") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(calls)) if calls.is_empty() => {}
-        Some(calls @ Value::Array(_)) => message["tool_calls"] = calls.clone(),
-        Some(_) => return Err(invalid(&format!("{at}.tool_calls"), "must be an array")),
+        None | Some(Value::Null | Value::Array(_)) => Ok(()),
+        Some(_) => Err(invalid(&format!("{at}.tool_calls"), "must be an array")),
     }
-    Ok(message)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::export::Format;
 
     #[test]
     fn a_leading_system_message_is_the_system_prompt_and_later_ones_stay() {
@@ -129,10 +132,13 @@ mod tests {
             {"role": "tool", "tool_call_id": "c1", "content": "done"},
         ]});
         let got = super::super::import(Format::OpenaiChat, &body).unwrap().messages;
+        let native = json!({"format": "openai_chat", "model": null,
+                            "body": {"role": "assistant", "content": null, "tool_calls": [call]}});
         assert_eq!(
             got,
             [
-                json!({"role": "assistant", "content": "", "tool_calls": [call]}),
+                json!({"role": "assistant", "content": null, "native": native,
+                       "tool_calls": [{"id": "c1", "name": "f", "arguments": {}}]}),
                 json!({"role": "tool", "tool_call_id": "c1", "content": "done"}),
             ]
         );

@@ -20,12 +20,13 @@ pub struct Stored {
     short: bool,
 }
 
-/// The members of a message with no name, tool call id, tool calls, images or metadata,
-/// all `null`: two fifths of a tiny message's text. A short message (such a message whose
+/// The members of a message with no name, tool call id, tool calls, images, metadata,
+/// native form or usage, all `null`: half of a tiny message's text. A short message (such a message whose
 /// content is a string of at most `SHORT_CONTENT` bytes) is kept without them; they are
 /// put back when its text is handed out, which costs a copy and a check of the text, so
 /// longer messages, for which the members weigh little, are kept whole.
-const NULLS: &str = r#","name":null,"tool_call_id":null,"tool_calls":null,"images":null,"metadata":null"#;
+const NULLS: &str =
+    r#","name":null,"tool_call_id":null,"tool_calls":null,"images":null,"metadata":null,"native":null,"usage":null"#;
 const SHORT_CONTENT: usize = 256;
 
 /// A message kept short: the members `Message` serializes around `NULLS`, in its order.
@@ -44,6 +45,8 @@ impl Stored {
             && m.tool_calls.is_none()
             && m.images.is_none()
             && m.metadata.is_none()
+            && m.native.is_none()
+            && m.usage.is_none()
             && matches!(&m.content, Value::String(s) if s.len() <= SHORT_CONTENT);
         let json = if short {
             text_of(&Short { id: &m.id, role: m.role, content: &m.content, created_at: &m.created_at })?

@@ -17,6 +17,7 @@ use serde_json::value::RawValue;
 
 use crate::error::{Error, Result, quote};
 use crate::session::image;
+use crate::session::native::UsageTotals;
 use crate::session::search::Query;
 use crate::session::{
     Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, check_revision,
@@ -53,12 +54,15 @@ struct Entry {
     updated_at: String,
     forked_from: Option<ForkPoint>,
     history: History,
+    /// What the responses appended since its creation cost.
+    usage: UsageTotals,
 }
 
 impl Entry {
     fn new(fields: Fields, history: History, forked_from: Option<ForkPoint>) -> Self {
         let at = now();
-        Entry { fields, revision: 0, created_at: at.clone(), updated_at: at, forked_from, history }
+        let usage = UsageTotals::default();
+        Entry { fields, revision: 0, created_at: at.clone(), updated_at: at, forked_from, history, usage }
     }
 
     fn info(&self, session_id: &str) -> SessionInfo {
@@ -73,6 +77,7 @@ impl Entry {
             created_at: self.created_at.clone(),
             updated_at: self.updated_at.clone(),
             forked_from: self.forked_from.clone(),
+            usage: self.usage,
         }
     }
 
@@ -163,6 +168,7 @@ impl MemoryStore {
         if !planned.is_empty() {
             let kept = entry.history.extend(&planned)?;
             self.index_images(&planned, &kept);
+            planned.iter().filter_map(|m| m.usage.as_ref()).for_each(|u| entry.usage.add(u));
             entry.touch();
             self.publish(session_id, entry, ChangeKind::Appended);
         }
@@ -324,6 +330,7 @@ impl Sessions for MemoryStore {
     async fn import(&self, import: Import, replace: bool, expected_revision: Option<u64>) -> Result<SessionInfo> {
         let (history, kept) = History::of(&import.messages)?;
         let mut entry = Entry::new(import.fields, history, None);
+        entry.usage = UsageTotals::of(import.messages.iter().filter_map(|m| m.usage.as_ref()));
         let mut sessions = self.lock();
         let id = match import.session_id {
             Some(id) if replace => {

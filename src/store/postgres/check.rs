@@ -67,7 +67,7 @@ impl Inspect for Pg<'_> {
 
     async fn unreadable_messages(&self) -> Result<Vec<(i64, i64, String)>> {
         let all = query(self.db(), &format!("SELECT {MESSAGE_COLUMNS}, segment, seq FROM messages"), &[]).await?;
-        Ok(all.iter().filter_map(|r| rows::message(r).err().map(|e| (r.get(9), r.get(10), e.to_string()))).collect())
+        Ok(all.iter().filter_map(|r| rows::message(r).err().map(|e| (r.get(11), r.get(12), e.to_string()))).collect())
     }
 
     async fn image_lists(&self) -> Result<Vec<String>> {

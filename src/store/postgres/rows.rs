@@ -15,7 +15,7 @@ use crate::store::postgres::errors::pg;
 use crate::store::sql::{SessionRow, parse_role};
 
 pub const SESSION_COLUMNS: &str = "session_id, system, cwd, title, metadata, revision, created_at, updated_at, \
-     forked_from_session, forked_from_message, segment, start, len";
+     forked_from_session, forked_from_message, segment, start, len, usage";
 
 pub async fn query(db: &Db, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
     let stmt = db.prepare_cached(sql).await.map_err(pg)?;
@@ -66,6 +66,7 @@ pub fn session(row: &Row) -> Result<SessionRow> {
             updated_at: row.try_get(7).map_err(corrupt)?,
             forked_from: forked_session
                 .map(|session_id| crate::session::ForkPoint { session_id, message_id: row.try_get(9).ok().flatten() }),
+            usage: json_column(row, 13)?.unwrap_or_default(),
         },
         segment: get_i64(10)?,
         start: start as u64,
@@ -91,10 +92,12 @@ pub async fn put_session(db: &Db, row: &SessionRow, new: bool) -> Result<()> {
         "DO NOTHING"
     } else {
         "DO UPDATE SET system = $2, cwd = $3, title = $4, metadata = $5, revision = $6, created_at = $7, \
-         updated_at = $8, forked_from_session = $9, forked_from_message = $10, segment = $11, start = $12, len = $13"
+         updated_at = $8, forked_from_session = $9, forked_from_message = $10, segment = $11, start = $12, len = $13, \
+         usage = $14"
     };
     let sql = format!(
-        "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+        "INSERT INTO sessions ({SESSION_COLUMNS}) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
          ON CONFLICT (session_id) {on_conflict}"
     );
     let written = execute(
@@ -114,6 +117,7 @@ pub async fn put_session(db: &Db, row: &SessionRow, new: bool) -> Result<()> {
             &row.segment,
             &(row.start as i64),
             &(row.len as i64),
+            &to_json(&info.usage),
         ],
     )
     .await?;
@@ -123,7 +127,8 @@ pub async fn put_session(db: &Db, row: &SessionRow, new: bool) -> Result<()> {
     Ok(())
 }
 
-pub const MESSAGE_COLUMNS: &str = "id, role, content, name, tool_call_id, tool_calls, images, metadata, created_at";
+pub const MESSAGE_COLUMNS: &str =
+    "id, role, content, name, tool_call_id, tool_calls, images, metadata, native, usage, created_at";
 
 /// A message row; images still as their hashes (see `load_images`).
 pub fn message(row: &Row) -> Result<Message> {
@@ -138,7 +143,9 @@ pub fn message(row: &Row) -> Result<Message> {
         tool_calls: json_column(row, 5)?,
         images: json_column(row, 6)?,
         metadata: json_column::<Map<String, Value>>(row, 7)?,
-        created_at: row.try_get(8).map_err(corrupt)?,
+        native: json_column(row, 8)?,
+        usage: json_column(row, 9)?,
+        created_at: row.try_get(10).map_err(corrupt)?,
     })
 }
 
@@ -171,7 +178,7 @@ pub async fn insert_message(db: &Db, segment: i64, seq: u64, m: &Message) -> Res
     }
     let sql = format!(
         "INSERT INTO messages (segment, seq, {MESSAGE_COLUMNS}, words) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::text::tsvector)"
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::text::tsvector)"
     );
     execute(
         db,
@@ -187,6 +194,8 @@ pub async fn insert_message(db: &Db, segment: i64, seq: u64, m: &Message) -> Res
             &opt_json(&m.tool_calls),
             &opt_json(&hashes),
             &opt_json(&m.metadata),
+            &opt_json(&m.native),
+            &opt_json(&m.usage),
             &m.created_at,
             &crate::session::search::tsvector(m),
         ],

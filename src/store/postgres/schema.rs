@@ -92,6 +92,12 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE messages ADD COLUMN words tsvector;
     CREATE INDEX messages_by_words ON messages USING gin (words);
     "#,
+    // 4: as SQLite's version 7: native turns, their usage, and each session's totals.
+    r#"
+    ALTER TABLE messages ADD COLUMN native text;
+    ALTER TABLE messages ADD COLUMN usage text;
+    ALTER TABLE sessions ADD COLUMN usage text;
+    "#,
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

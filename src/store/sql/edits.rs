@@ -8,6 +8,7 @@
 //! segment left behind is then reclaimed as far as nothing else uses it.
 
 use crate::error::{Error, Result};
+use crate::session::native::UsageTotals;
 use crate::session::{
     Draft, DraftEnd, Fields, ForkPoint, Import, Message, Patch, SessionInfo, check_revision, compaction_message,
     new_session_id, plan_append,
@@ -133,6 +134,7 @@ pub async fn append<T: Tx + ?Sized>(
     let mut row = touched(row);
     row.len += planned.len() as u64;
     row.info.message_count = row.count();
+    planned.iter().filter_map(|m| m.usage.as_ref()).for_each(|u| row.info.usage.add(u));
     tx.put_appended(&row).await?;
     tx.record(id, row.info.revision, ChangeKind::Appended, row.count()).await?;
     let appended = Appended { message_ids, index: row.count() - 1, revision: row.info.revision };
@@ -295,14 +297,16 @@ pub async fn import<T: Tx + ?Sized>(
     }
     let segment = tx.new_segment(None, 0).await?;
     insert_all(tx, segment, 0, &import.messages).await?;
+    let usage = UsageTotals::of(import.messages.iter().filter_map(|m| m.usage.as_ref()));
     let Some(old) = existing else {
-        let info = new_info(free_id(tx, import.session_id).await?, import.fields, None, n);
+        let mut info = new_info(free_id(tx, import.session_id).await?, import.fields, None, n);
+        info.usage = usage;
         put(tx, ChangeKind::Imported, &SessionRow { info: info.clone(), segment, start: 0, len: n }).await?;
         return Ok(info);
     };
     let old_segment = old.segment;
     let mut info = new_info(old.info.session_id, import.fields, None, n);
-    (info.created_at, info.revision) = (old.info.created_at, old.info.revision + 1);
+    (info.created_at, info.revision, info.usage) = (old.info.created_at, old.info.revision + 1, usage);
     put(tx, ChangeKind::Imported, &SessionRow { info: info.clone(), segment, start: 0, len: n }).await?;
     chain::reclaim(tx, old_segment).await?;
     Ok(info)

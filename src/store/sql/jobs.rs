@@ -30,7 +30,7 @@ pub enum Edit {
     Compact { session_id: String, keep_turns: u64, summary: String, archive: bool, expected: Option<u64> },
     Clear { session_id: String, expected: Option<u64> },
     AppendFinishing { session_id: String, messages: Vec<Message>, expected: Option<u64>, stream_id: String },
-    SaveDraft(Draft),
+    SaveDraft(Box<Draft>),
     DropDraft(String),
     SettleDraft { stream_id: String, end: DraftEnd },
 }

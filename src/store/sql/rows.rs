@@ -1,5 +1,6 @@
 //! The rows both SQL backends keep, and the values their statements take and give.
 
+use crate::session::native::UsageTotals;
 use crate::session::search::Query;
 use crate::session::{Fields, ForkPoint, ListKey, Role, SessionInfo, now};
 
@@ -59,6 +60,7 @@ pub fn new_info(session_id: String, fields: Fields, forked_from: Option<ForkPoin
         created_at: at.clone(),
         updated_at: at,
         forked_from,
+        usage: UsageTotals::default(),
     }
 }
 

@@ -172,7 +172,7 @@ impl<E: Engine> Drafts for SqlStore<E> {
     }
 
     async fn save_draft(&self, draft: Draft) -> Result<()> {
-        self.nothing(Edit::SaveDraft(draft)).await
+        self.nothing(Edit::SaveDraft(Box::new(draft))).await
     }
 
     async fn draft(&self, session_id: &str) -> Result<Option<Draft>> {

@@ -83,7 +83,7 @@ impl Inspect for Lite<'_> {
         let mut all = stmt.query([]).map_err(sql)?;
         while let Some(row) = all.next().map_err(sql)? {
             if let Err(e) = rows::message(row) {
-                found.push((row.get(9).map_err(sql)?, row.get(10).map_err(sql)?, e.to_string()));
+                found.push((row.get(11).map_err(sql)?, row.get(12).map_err(sql)?, e.to_string()));
             }
         }
         Ok(found)

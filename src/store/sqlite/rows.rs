@@ -14,7 +14,7 @@ use crate::store::sqlite::errors::sql;
 use crate::store::sqlite::words;
 
 pub const SESSION_COLUMNS: &str = "session_id, system, cwd, title, metadata, revision, created_at, updated_at, \
-     forked_from_session, forked_from_message, segment, start, len";
+     forked_from_session, forked_from_message, segment, start, len, usage";
 
 pub fn session(row: &Row) -> rusqlite::Result<SessionRow> {
     let start: i64 = row.get(11)?;
@@ -33,6 +33,7 @@ pub fn session(row: &Row) -> rusqlite::Result<SessionRow> {
             updated_at: row.get(7)?,
             forked_from: forked_session
                 .map(|session_id| ForkPoint { session_id, message_id: row.get(9).ok().flatten() }),
+            usage: json_column(row, 13)?.unwrap_or_default(),
         },
         segment: row.get(10)?,
         start: start as u64,
@@ -62,14 +63,19 @@ fn opt_json<T: serde::Serialize>(value: &Option<T>) -> Option<String> {
     value.as_ref().map(to_json)
 }
 
-/// Writes what an append changes in a session row: its revision, update time and length.
-/// (Replacing the whole row would also rewrite every index of `sessions`.)
+/// Writes what an append changes in a session row: its revision, update time, length
+/// and usage. (Replacing the whole row would also rewrite every index of `sessions`.)
 pub fn put_appended(conn: &Connection, row: &SessionRow) -> Result<()> {
     let info = &row.info;
-    conn.prepare_cached("UPDATE sessions SET revision = ?2, updated_at = ?3, len = ?4 WHERE session_id = ?1")
-        .and_then(|mut s| s.execute(params![info.session_id, info.revision as i64, info.updated_at, row.len as i64]))
-        .map(drop)
-        .map_err(sql)
+    conn.prepare_cached(
+        "UPDATE sessions SET revision = ?2, updated_at = ?3, len = ?4, usage = ?5 WHERE session_id = ?1",
+    )
+    .and_then(|mut s| {
+        let usage = to_json(&info.usage);
+        s.execute(params![info.session_id, info.revision as i64, info.updated_at, row.len as i64, usage])
+    })
+    .map(drop)
+    .map_err(sql)
 }
 
 /// Writes a session row whole: inserts it, or replaces the one with its id.
@@ -78,7 +84,7 @@ pub fn put_session(conn: &Connection, row: &SessionRow) -> Result<()> {
     let forked = info.forked_from.as_ref();
     conn.prepare_cached(&format!(
         "INSERT OR REPLACE INTO sessions ({SESSION_COLUMNS}) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
     ))
     .and_then(|mut s| {
         s.execute(params![
@@ -95,13 +101,15 @@ pub fn put_session(conn: &Connection, row: &SessionRow) -> Result<()> {
             row.segment,
             row.start as i64,
             row.len as i64,
+            to_json(&info.usage),
         ])
     })
     .map(drop)
     .map_err(sql)
 }
 
-pub const MESSAGE_COLUMNS: &str = "id, role, content, name, tool_call_id, tool_calls, images, metadata, created_at";
+pub const MESSAGE_COLUMNS: &str =
+    "id, role, content, name, tool_call_id, tool_calls, images, metadata, native, usage, created_at";
 
 /// A message row; images still as their hashes (see `load_images`).
 pub fn message(row: &Row) -> rusqlite::Result<Message> {
@@ -117,7 +125,9 @@ pub fn message(row: &Row) -> rusqlite::Result<Message> {
         tool_calls: json_column(row, 5)?,
         images: json_column(row, 6)?,
         metadata: json_column::<Map<String, Value>>(row, 7)?,
-        created_at: row.get(8)?,
+        native: json_column(row, 8)?,
+        usage: json_column(row, 9)?,
+        created_at: row.get(10)?,
     })
 }
 
@@ -155,11 +165,13 @@ pub fn message_json(row: &Row) -> rusqlite::Result<Option<MessageJson>> {
     if parse_role(role).is_none() {
         return Err(rusqlite::Error::FromSqlConversionFailure(1, rusqlite::types::Type::Text, role.into()));
     }
-    let (id, created_at) = (text(0)?.unwrap_or_default(), text(8)?.unwrap_or_default());
+    let (id, created_at) = (text(0)?.unwrap_or_default(), text(10)?.unwrap_or_default());
     let (content, name, tool_call_id, tool_calls, metadata) = (json(2)?, text(3)?, text(4)?, json(5)?, json(7)?);
+    let (native, usage) = (json(8)?, json(9)?);
     // The members' names and quotes take 150 bytes: with room for a few escapes, the
     // text is written without growing.
-    let columns = [Some(id), Some(role), content, name, tool_call_id, tool_calls, metadata, Some(created_at)];
+    let columns =
+        [Some(id), Some(role), content, name, tool_call_id, tool_calls, metadata, native, usage, Some(created_at)];
     let mut out = String::with_capacity(192 + columns.iter().map(|c| c.map_or(4, str::len)).sum::<usize>());
     let string = |out: &mut String, s: Option<&str>| match s {
         Some(s) if !s.bytes().any(needs_escape) => {
@@ -185,6 +197,10 @@ pub fn message_json(row: &Row) -> rusqlite::Result<Option<MessageJson>> {
     raw(&mut out, tool_calls);
     out.push_str(r#","images":null,"metadata":"#);
     raw(&mut out, metadata);
+    out.push_str(r#","native":"#);
+    raw(&mut out, native);
+    out.push_str(r#","usage":"#);
+    raw(&mut out, usage);
     out.push_str(r#","created_at":"#);
     string(&mut out, Some(created_at));
     out.push('}');
@@ -227,7 +243,8 @@ pub fn insert_message(conn: &Connection, segment: i64, seq: u64, m: &Message) ->
     let hashes = m.images.as_ref().map(|images| images.iter().map(|i| store_blob(conn, i)).collect::<Result<Vec<_>>>());
     let hashes = hashes.transpose()?;
     conn.prepare_cached(&format!(
-        "INSERT INTO messages (segment, seq, {MESSAGE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+        "INSERT INTO messages (segment, seq, {MESSAGE_COLUMNS}) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
     ))
     .and_then(|mut s| {
         s.execute(params![
@@ -241,6 +258,8 @@ pub fn insert_message(conn: &Connection, segment: i64, seq: u64, m: &Message) ->
             opt_json(&m.tool_calls),
             opt_json(&hashes),
             opt_json(&m.metadata),
+            opt_json(&m.native),
+            opt_json(&m.usage),
             m.created_at,
         ])
     })
@@ -324,14 +343,14 @@ mod tests {
     use super::*;
     use crate::session::Role;
 
-    fn spliced(values: [Option<&str>; 9]) -> rusqlite::Result<Option<MessageJson>> {
+    fn spliced(values: [Option<&str>; 11]) -> rusqlite::Result<Option<MessageJson>> {
         let conn = Connection::open_in_memory().unwrap();
         conn.execute_batch(&format!("CREATE TABLE messages ({MESSAGE_COLUMNS})")).unwrap();
-        conn.execute("INSERT INTO messages VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)", values).unwrap();
+        conn.execute("INSERT INTO messages VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)", values).unwrap();
         conn.query_row(&format!("SELECT {MESSAGE_COLUMNS} FROM messages"), [], message_json)
     }
 
-    fn stored(m: &Message) -> [Option<String>; 9] {
+    fn stored(m: &Message) -> [Option<String>; 11] {
         [
             m.id.clone(),
             Some(role_name(m.role).into()),
@@ -341,6 +360,8 @@ mod tests {
             opt_json(&m.tool_calls),
             None,
             opt_json(&m.metadata),
+            opt_json(&m.native),
+            opt_json(&m.usage),
             Some(m.created_at.clone()),
         ]
     }

@@ -106,6 +106,13 @@ const MIGRATIONS: &[&str] = &[
         words, content = '', contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 0'
     );
     "#,
+    // 7: reasoning models: an assistant turn in its provider's own form and what it cost
+    // (JSON text, null where unset), and what each session's responses have cost.
+    r#"
+    ALTER TABLE messages ADD COLUMN native TEXT;
+    ALTER TABLE messages ADD COLUMN usage TEXT;
+    ALTER TABLE sessions ADD COLUMN usage TEXT;
+    "#,
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
