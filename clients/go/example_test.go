@@ -2,6 +2,7 @@ package convo_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -131,6 +132,62 @@ func ExampleClient_Subscribe() {
 	}
 }
 
+func ExampleClient_AddResponse() {
+	ctx := context.Background()
+	c, err := convo.Start(ctx, convo.WithStore("memory"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	s, _ := c.CreateSession(ctx, convo.CreateSessionParams{})
+	id, traceID := s.SessionID, "t-42"
+	c.AddUser(ctx, convo.AddUserParams{SessionID: id, Text: "What should I pack for Paris and London tomorrow?"})
+
+	// callModel stands for the host's HTTP call: here, Anthropic's two answers of a
+	// tool loop, as the API sent them.
+	answers := []string{"anthropic_thinking_tool_use.json", "anthropic_final_answer.json"}
+	callModel := func(ctx context.Context, payload json.RawMessage) ([]byte, error) {
+		name := answers[0]
+		answers = answers[1:]
+		return os.ReadFile(filepath.Join("testdata", "providers", name))
+	}
+	runTool := func(call convo.ToolCall) string { return "14 °C, light rain" }
+
+	format, model := convo.FormatAnthropicMessages, "claude-opus-4-6"
+	for {
+		// The request body: convo's payload ({system?, messages}, native turns verbatim),
+		// plus what is yours to set (model, max_tokens, tools, thinking).
+		ex, err := c.Export(ctx, convo.ExportParams{SessionID: id, Format: format, Model: model})
+		if err != nil {
+			log.Fatal(err)
+		}
+		body, err := callModel(ctx, ex.Payload) // the HTTP response body, as received
+		if err != nil {
+			log.Fatal(err)
+		}
+		added, err := c.AddResponse(ctx, convo.AddResponseParams{
+			SessionID: id, Format: format,
+			Response: json.RawMessage(body), // not a map or struct made from it: order matters
+			Metadata: map[string]string{"trace_id": traceID},
+		})
+		if err != nil { // ErrInvalidParams: not a `message`, or no output (a refusal); nothing stored
+			log.Fatal(err)
+		}
+		if len(added.ToolCallIDs) == 0 {
+			break // the final answer
+		}
+		h, err := c.History(ctx, convo.HistoryParams{SessionID: id, Offset: added.Index, Limit: convo.Ptr(1)})
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, call := range h.Messages[0].ToolCalls { // {id, name, arguments}, derived from the turn
+			c.AddToolResult(ctx, convo.AddToolResultParams{SessionID: id, ToolCallID: call.ID(), Content: convo.Text(runTool(call))})
+		}
+	}
+	s, _ = c.GetSession(ctx, convo.GetSessionParams{SessionID: id})
+	fmt.Println(s.Usage.InputTokens, s.Usage.CacheReadTokens, s.Usage.ReasoningTokens) // 4230 1912 189: what the loop spent
+}
+
 // TestExamples runs the examples (they print ids and times, so they have no Output).
 func TestExamples(t *testing.T) {
 	t.Setenv("CONVO_BINARY", binary(t))
@@ -138,4 +195,5 @@ func TestExamples(t *testing.T) {
 	Example_errors()
 	ExampleWithRuntime()
 	ExampleClient_Subscribe()
+	ExampleClient_AddResponse()
 }

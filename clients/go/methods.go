@@ -79,6 +79,17 @@ func (c *Client) AddToolResult(ctx context.Context, params AddToolResultParams) 
 	return call[Added](ctx, c, "session/add_tool_result", params)
 }
 
+// AddResponse appends a provider's whole response object, as the host received it, as
+// one assistant message (session/add_response): the turn kept as its Native form, its
+// content and tool calls derived, its Usage normalised and summed into the session's,
+// and params.Metadata merged with {response_id, stop_reason}. The rules of AddAssistant
+// apply. ToolCallIDs are the ids the turn's results must name. A response not of
+// params.Format, or with no assistant output (failed, refused with no content, no
+// candidate), is ErrInvalidParams, and nothing is stored.
+func (c *Client) AddResponse(ctx context.Context, params AddResponseParams) (*AddedResponse, error) {
+	return call[AddedResponse](ctx, c, "session/add_response", params)
+}
+
 // AddMessage appends any message under the same rules (session/add_message).
 func (c *Client) AddMessage(ctx context.Context, params AddMessageParams) (*Added, error) {
 	return call[Added](ctx, c, "session/add_message", params)
@@ -110,6 +121,13 @@ func (c *Client) Fork(ctx context.Context, params ForkParams) (*SessionInfo, err
 // Archive the history as it was is first kept as a new session (session/rewind).
 func (c *Client) Rewind(ctx context.Context, params RewindParams) (*Rewound, error) {
 	return call[Rewound](ctx, c, "session/rewind", params)
+}
+
+// Pop removes the last stored message, whatever its role (a tool result included: its
+// call is then open again), and returns it; ReplaceWith is stored in its place in the
+// same step (session/pop). Watchers see ChangeRewound.
+func (c *Client) Pop(ctx context.Context, params PopParams) (*Popped, error) {
+	return call[Popped](ctx, c, "session/pop", params)
 }
 
 // Compact replaces the turns before the last KeepTurns with one summary message,
@@ -148,7 +166,10 @@ func (c *Client) FromDict(ctx context.Context, params FromDictParams) (*Imported
 	return call[Imported](ctx, c, "session/from_dict", params)
 }
 
-// Export returns the provider-ready request body of the history (session/export).
+// Export returns the provider-ready request body of the history (session/export): a
+// message whose Native is of the format (and, with Model, of that model) is replayed
+// from its body verbatim; every other message is built from its common form, what the
+// format cannot carry left out with a warning.
 func (c *Client) Export(ctx context.Context, params ExportParams) (*Exported, error) {
 	return call[Exported](ctx, c, "session/export", params)
 }

@@ -154,6 +154,28 @@ func TestEveryMethod(t *testing.T) {
 		t.Fatalf("add_messages: %+v", many)
 	}
 
+	// add_response, on the other session: a provider's whole response, kept as it came.
+	must[*convo.Added](t)(c.AddUser(ctx, convo.AddUserParams{SessionID: generated.SessionID, Text: "Weather in Paris?"}))
+	completion := `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-x","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_w","type":"function","function":{"name":"weather","arguments":"{\"city\":\"Paris\"}"}}],"refusal":null},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":20,"completion_tokens":7,"total_tokens":27}}`
+	ar := must[*convo.AddedResponse](t)(c.AddResponse(ctx, convo.AddResponseParams{SessionID: generated.SessionID, Format: convo.FormatOpenAIChat, Response: json.RawMessage(completion), Metadata: map[string]int{"turn": 1}}))
+	if ar.Index != 1 || ar.Revision != 2 || len(ar.ToolCallIDs) != 1 || ar.ToolCallIDs[0] != "call_w" {
+		t.Fatalf("add_response: %+v", ar)
+	}
+	gh := must[*convo.History](t)(c.History(ctx, convo.HistoryParams{SessionID: generated.SessionID, Repair: convo.Ptr(false)}))
+	if n := gh.Messages[1].Native; n == nil || n.Format != convo.FormatOpenAIChat || str(n.Model) != "gpt-x" ||
+		compact(t, n.Body) != `{"role":"assistant","content":null,"tool_calls":[{"id":"call_w","type":"function","function":{"name":"weather","arguments":"{\"city\":\"Paris\"}"}}],"refusal":null}` {
+		t.Fatalf("add_response native: %+v", n)
+	}
+	if gs := must[*convo.SessionInfo](t)(c.GetSession(ctx, convo.GetSessionParams{SessionID: generated.SessionID})); gs.Usage.InputTokens != 20 || gs.Usage.OutputTokens != 7 {
+		t.Fatalf("add_response usage: %+v", gs.Usage)
+	}
+
+	// pop hands the response's message back, native and all.
+	pop := must[*convo.Popped](t)(c.Pop(ctx, convo.PopParams{SessionID: generated.SessionID, ExpectedRevision: convo.Ptr(ar.Revision)}))
+	if pop.Message == nil || str(pop.Message.ID) != ar.MessageID || pop.Message.Native == nil || pop.Revision != ar.Revision+1 {
+		t.Fatalf("pop: %+v", pop)
+	}
+
 	// export, validate, count_tokens
 	ex := must[*convo.Exported](t)(c.Export(ctx, convo.ExportParams{SessionID: "demo", Format: convo.FormatOpenAIChat}))
 	var body struct {

@@ -29,11 +29,13 @@ var clientMethods = map[string]string{
 	"session/add_tool_result": "AddToolResult",
 	"session/add_message":     "AddMessage",
 	"session/add_messages":    "AddMessages",
+	"session/add_response":    "AddResponse",
 	"session/history":         "History",
 	"session/trim":            "Trim",
 	"session/fork":            "Fork",
 	"session/clear":           "Clear",
 	"session/rewind":          "Rewind",
+	"session/pop":             "Pop",
 	"session/search":          "Search",
 	"session/image":           "Image",
 	"session/compact":         "Compact",
@@ -182,6 +184,41 @@ func TestMethodsMatch(t *testing.T) {
 		if !protocol[name] && !notProtocol[name] {
 			t.Errorf("*Client.%s is neither a protocol method nor a known helper", name)
 		}
+	}
+}
+
+// TestSchemasMatch: the types that carry openrpc.json's shared objects have its members.
+func TestSchemasMatch(t *testing.T) {
+	doc := loadOpenRPC(t)
+	for name, v := range map[string]any{
+		"Message":       convo.Message{},
+		"MessageInput":  convo.MessageInput{},
+		"SessionInfo":   convo.SessionInfo{},
+		"Native":        convo.Native{},
+		"Usage":         convo.Usage{},
+		"UsageTotals":   convo.UsageTotals{},
+		"AddedResponse": convo.AddedResponse{},
+		"ImageRef":      convo.ImageRef{},
+	} {
+		schema, ok := doc.Components.Schemas[name]
+		if !ok {
+			t.Errorf("openrpc.json has no schema %s", name)
+			continue
+		}
+		if got, want := jsonNames(reflect.TypeOf(v)), sorted(schemaProperties(t, doc, schema)); got != want {
+			t.Errorf("%T has [%s], openrpc.json's %s [%s]", v, got, name, want)
+		}
+	}
+	// The Format constants are the formats openrpc.json names.
+	var format struct {
+		Enum []string `json:"enum"`
+	}
+	if err := json.Unmarshal(doc.Components.Schemas["Format"], &format); err != nil {
+		t.Fatal(err)
+	}
+	ours := []string{string(convo.FormatOpenAIChat), string(convo.FormatOpenAIResponses), string(convo.FormatAnthropicMessages), string(convo.FormatGeminiContents)}
+	if got, want := sorted(ours), sorted(format.Enum); got != want {
+		t.Errorf("the Format constants are [%s], openrpc.json's [%s]", got, want)
 	}
 }
 

@@ -12,7 +12,9 @@ import (
 // conversation. req.Messages is the repaired history followed by the new user message.
 //
 // For a stream, send the answer's pieces with req.SendText or req.SendDelta while it
-// arrives, then return the final answer: that is what convo stores.
+// arrives, then return the final answer: that is what convo stores. The answer may be
+// the provider's whole response (ResponseAnswer), which convo stores as AddResponse
+// does.
 //
 // ctx ends when convo stops waiting (a timeout, or the caller cancelled the request
 // that asked) or the client closes. An error is sent to convo as the answer's error
@@ -25,7 +27,7 @@ type RuntimeFunc func(ctx context.Context, req *RuntimeRequest) (*RuntimeAnswer,
 // RuntimeRequest is the params of runtime/run and runtime/stream.
 type RuntimeRequest struct {
 	SessionID string `json:"session_id"`
-	// Purpose is "run" or "json".
+	// Purpose is "run", "json" or "summarize" (Compact with Summarize).
 	Purpose string  `json:"purpose"`
 	System  *string `json:"system"`
 	// Messages are the repaired history, then the new user message.
@@ -83,8 +85,14 @@ func (r *RuntimeRequest) SendText(ctx context.Context, text string) error {
 	return r.SendDelta(ctx, Delta{Text: text})
 }
 
-// RuntimeAnswer is the host's answer: text, tool calls or both. Usage, Model and
-// StopReason are stored in the assistant message's metadata.
+// RuntimeAnswer is the host's answer, in one of two forms:
+//   - Text, ToolCalls or both: Usage, Model and StopReason are stored in the assistant
+//     message's metadata;
+//   - the provider's whole response: Format and Response, as AddResponseParams takes
+//     them (the other fields left empty; ResponseAnswer makes one). convo stores it as
+//     AddResponse does: the turn as its Native form, its Usage normalised and summed into
+//     the session's. A response AddResponse would refuse fails the call with
+//     ErrRuntimeFailed, reason "invalid_response".
 type RuntimeAnswer struct {
 	Text      string     `json:"text,omitempty"`
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
@@ -92,6 +100,17 @@ type RuntimeAnswer struct {
 	Usage      any    `json:"usage,omitempty"`
 	Model      string `json:"model,omitempty"`
 	StopReason string `json:"stop_reason,omitempty"`
+	// Format names what Response is.
+	Format Format `json:"format,omitempty"`
+	// Response is the provider's response object, the bytes the host received: see
+	// AddResponseParams.Response.
+	Response json.RawMessage `json:"response,omitempty"`
+}
+
+// ResponseAnswer is the answer that hands convo the provider's whole response: the bytes
+// the host received, sent as they are.
+func ResponseAnswer(format Format, response json.RawMessage) *RuntimeAnswer {
+	return &RuntimeAnswer{Format: format, Response: response}
 }
 
 // serve answers one of convo's requests. It runs on the reader, which must never wait

@@ -17,13 +17,16 @@ const (
 	RoleTool      Role = "tool"
 )
 
-// Format names a provider's request format, for Export, Validate, CountTokens and the
-// runtime's payload.
+// Format names a provider's body format: for Export, Validate, CountTokens, Trim,
+// FromDict and the runtime's payload, the request body; for AddResponse and a runtime
+// answer, the response object; for Native, the turn's own form.
 type Format string
 
-// The provider formats convo converts to.
+// The provider formats convo converts to (InitializeResult's Capabilities.Formats lists
+// them).
 const (
-	FormatOpenAIChat        Format = "openai_chat"
+	FormatOpenAIChat        Format = "openai_chat"      // Chat Completions
+	FormatOpenAIResponses   Format = "openai_responses" // the Responses API
 	FormatAnthropicMessages Format = "anthropic_messages"
 	FormatGeminiContents    Format = "gemini_contents"
 )
@@ -199,10 +202,56 @@ type Message struct {
 	// Images are base64 strings (nil when the reply shows images by reference).
 	Images   []string        `json:"images"`
 	Metadata json.RawMessage `json:"metadata"`
+	// Native is the assistant turn in its provider's own form (from AddResponse, a
+	// runtime's {format, response} answer, or an import with a format); nil otherwise.
+	// Content and ToolCalls are derived from it.
+	Native *Native `json:"native"`
+	// Usage is what the response that made the message cost; nil when not known.
+	Usage *Usage `json:"usage"`
 	// CreatedAt is RFC 3339 in UTC with six digits of fraction, so stamps sort as text.
 	CreatedAt string `json:"created_at"`
 	// ImageRefs are the images of a reply asked for with Images: ImagesRef.
 	ImageRefs []ImageRef `json:"-"`
+}
+
+// Native is an assistant turn exactly as its provider returned it, kept beside the
+// common form (Content, ToolCalls) so that an export to the same format sends it back
+// byte for byte: thinking blocks and their signatures, reasoning items, encrypted
+// content, item ids, thought signatures and member order included.
+type Native struct {
+	Format Format `json:"format"`
+	// Model is the model that produced it (Anthropic, Responses and Chat "model", Gemini
+	// "modelVersion"); nil when unknown, as after an import.
+	Model *string `json:"model"`
+	// Body is the turn as raw JSON, as convo sent it (the client decodes none of it, so
+	// member order, numbers and every opaque value come through): Anthropic the
+	// Message's "content" array; the Responses API the response's "output" items; Chat
+	// "choices[0].message"; Gemini candidate 0's "content" ({parts, role: "model"}).
+	Body json.RawMessage `json:"body"`
+}
+
+// Usage is what one response cost, normalised across providers; a member is nil where
+// the provider did not say. InputTokens counts cached input too; OutputTokens counts
+// reasoning.
+type Usage struct {
+	InputTokens      *int64 `json:"input_tokens"`
+	OutputTokens     *int64 `json:"output_tokens"`
+	CacheReadTokens  *int64 `json:"cache_read_tokens"`
+	CacheWriteTokens *int64 `json:"cache_write_tokens"`
+	ReasoningTokens  *int64 `json:"reasoning_tokens"`
+}
+
+// UsageTotals is what a session has spent: each member the sum of the non-nil values of
+// every message appended with a Usage since the session was created (0 when none).
+// Trim, Rewind, Clear and Compact do not lower it; a fork starts at 0; FromDict sums the
+// imported messages'. A plain runtime answer's usage stays in its message's metadata and
+// is not summed.
+type UsageTotals struct {
+	InputTokens      int64 `json:"input_tokens"`
+	OutputTokens     int64 `json:"output_tokens"`
+	CacheReadTokens  int64 `json:"cache_read_tokens"`
+	CacheWriteTokens int64 `json:"cache_write_tokens"`
+	ReasoningTokens  int64 `json:"reasoning_tokens"`
 }
 
 // ImageRef is an image shown by reference: Ref is "sha256:" and the hex digest of its
@@ -250,6 +299,15 @@ type MessageInput struct {
 	Images    []string   `json:"images,omitempty"`
 	// Metadata is marshalled as JSON (an object: a map, a struct or a json.RawMessage).
 	Metadata any `json:"metadata,omitempty"`
+	// Native, only on an assistant message, is the turn in its provider's own form:
+	// Content and ToolCalls are then derived from it, and giving them beside it is
+	// ErrInvalidParams (FromDict takes them when they are its common form).
+	Native *Native `json:"native,omitempty"`
+	// Usage is what the response that made the message cost; the session's usage sums it.
+	Usage *Usage `json:"usage,omitempty"`
+	// AllowEmpty stores an assistant message with neither text nor tool calls as given
+	// instead of refusing it; Export leaves it out with a warning.
+	AllowEmpty bool `json:"allow_empty,omitempty"`
 }
 
 // ForkedFrom says where a fork came from.
@@ -271,6 +329,8 @@ type SessionInfo struct {
 	CreatedAt    string          `json:"created_at"`
 	UpdatedAt    string          `json:"updated_at"`
 	ForkedFrom   *ForkedFrom     `json:"forked_from"`
+	// Usage is what the session has spent on the responses appended to it.
+	Usage UsageTotals `json:"usage"`
 }
 
 // InitializeParams are initialize's params.
@@ -297,6 +357,9 @@ type InitializeResult struct {
 		Store           string   `json:"store"`
 		MaxMessageBytes int64    `json:"max_message_bytes"`
 		Framing         string   `json:"framing"`
+		// Formats are the provider formats Export, Validate, CountTokens, Trim,
+		// AddResponse and FromDict take.
+		Formats []Format `json:"formats"`
 	} `json:"capabilities"`
 }
 
@@ -397,10 +460,13 @@ type AddUserParams struct {
 
 // AddAssistantParams are session/add_assistant's params: Text, ToolCalls or both.
 type AddAssistantParams struct {
-	SessionID        string     `json:"session_id"`
-	Text             string     `json:"text,omitempty"`
-	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
-	ExpectedRevision *int64     `json:"expected_revision,omitempty"`
+	SessionID string     `json:"session_id"`
+	Text      string     `json:"text,omitempty"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// AllowEmpty stores an answer with neither text nor tool calls (an empty answer a
+	// model gave) instead of refusing it; Export leaves it out with a warning.
+	AllowEmpty       bool   `json:"allow_empty,omitempty"`
+	ExpectedRevision *int64 `json:"expected_revision,omitempty"`
 }
 
 // AddToolResultParams are session/add_tool_result's params.
@@ -425,6 +491,35 @@ type Added struct {
 	// Index is the message's place in the stored history.
 	Index    int   `json:"index"`
 	Revision int64 `json:"revision"`
+}
+
+// AddResponseParams are session/add_response's params.
+type AddResponseParams struct {
+	SessionID string `json:"session_id"`
+	// Format names what Response is: FormatOpenAIChat a "chat.completion",
+	// FormatOpenAIResponses a "response", FormatAnthropicMessages a "message",
+	// FormatGeminiContents a GenerateContentResponse (candidate 0 is stored).
+	Format Format `json:"format"`
+	// Response is the provider's whole response object, the bytes of the HTTP body as
+	// the host received them (a streaming host: the assembled object). It is sent as
+	// it is (encoding/json only drops insignificant whitespace), so the turn is stored
+	// with its members in the provider's order, which a replay must keep: pass the body
+	// itself (json.RawMessage(body), or an SDK's RawJSON()), not a map or a struct made
+	// from it, which would reorder or drop members.
+	Response json.RawMessage `json:"response"`
+	// Metadata (an object: a map, a struct or a json.RawMessage) is merged with
+	// {response_id, stop_reason} into the message's metadata.
+	Metadata         any    `json:"metadata,omitempty"`
+	ExpectedRevision *int64 `json:"expected_revision,omitempty"`
+}
+
+// AddedResponse is session/add_response's result: where the message went, and
+// ToolCallIDs, the ids of the calls the turn made, in order (empty for none), which
+// their results must name (the Responses API's call_id, never the fc_ item id; a Gemini
+// call without an id gets call_<n>).
+type AddedResponse struct {
+	Added
+	ToolCallIDs []string `json:"tool_call_ids"`
 }
 
 // AddMessagesParams are session/add_messages's params.
@@ -475,9 +570,15 @@ type Draft struct {
 
 // TrimParams are session/trim's params: exactly one of MaxTurns and MaxTokens.
 type TrimParams struct {
-	SessionID        string `json:"session_id"`
-	MaxTurns         *int   `json:"max_turns,omitempty"`
-	MaxTokens        *int   `json:"max_tokens,omitempty"`
+	SessionID string `json:"session_id"`
+	MaxTurns  *int   `json:"max_turns,omitempty"`
+	MaxTokens *int   `json:"max_tokens,omitempty"`
+	// Format, Model, Thinking and Store, with MaxTokens, say which body's tokens are
+	// counted, as CountTokens counts them (Format is openai_chat when empty).
+	Format           Format `json:"format,omitempty"`
+	Model            string `json:"model,omitempty"`
+	Thinking         *bool  `json:"thinking,omitempty"`
+	Store            *bool  `json:"store,omitempty"`
 	ExpectedRevision *int64 `json:"expected_revision,omitempty"`
 }
 
@@ -511,6 +612,22 @@ type Rewound struct {
 	Removed           int64   `json:"removed"`
 	Revision          int64   `json:"revision"`
 	ArchivedSessionID *string `json:"archived_session_id"`
+}
+
+// PopParams are session/pop's params.
+type PopParams struct {
+	SessionID string `json:"session_id"`
+	// ReplaceWith is stored in the popped message's place, under the conversation rules,
+	// in the same step (so the rest of a grouped message is never lost to a crash).
+	ReplaceWith      *MessageInput `json:"replace_with,omitempty"`
+	ExpectedRevision *int64        `json:"expected_revision,omitempty"`
+}
+
+// Popped is session/pop's result: the message removed, nil (and the revision unchanged)
+// when the session was empty.
+type Popped struct {
+	Message  *Message `json:"message"`
+	Revision int64    `json:"revision"`
 }
 
 // ClearParams are session/clear's params.
@@ -551,8 +668,9 @@ type FromDictParams struct {
 	// Repair drops tool results with no open call (else 1004).
 	Repair           bool   `json:"repair,omitempty"`
 	ExpectedRevision *int64 `json:"expected_revision,omitempty"`
-	// Format reads Data as that provider's request body ("openai_chat",
-	// "anthropic_messages", "gemini_contents"): the inverse of Export.
+	// Format reads Data as that provider's request body (FormatOpenAIChat,
+	// FormatOpenAIResponses, FormatAnthropicMessages, FormatGeminiContents): the inverse
+	// of Export. Each assistant turn is kept whole as a message with Native.
 	Format string `json:"format,omitempty"`
 	// SessionID names the imported session, with Format only.
 	SessionID string `json:"session_id,omitempty"`
@@ -576,6 +694,20 @@ type ExportParams struct {
 	Repair *bool `json:"repair,omitempty"`
 	// Images is "inline" (when empty) or ImagesRef ({ref} where base64 would be).
 	Images string `json:"images,omitempty"`
+	// Model is the model the request is for: only native bodies of that model (or that
+	// model plus a -<date> suffix, either way round) are replayed verbatim; the others
+	// are built from the common form, with a warning. Empty: every native body of the
+	// format is replayed.
+	Model string `json:"model,omitempty"`
+	// Thinking (anthropic_messages): Ptr(false) leaves every thinking and
+	// redacted_thinking block out; Ptr(true) makes Validate report thinking_required.
+	// nil: as stored.
+	Thinking *bool `json:"thinking,omitempty"`
+	// Store (openai_responses) is true when nil; Ptr(false) says the request is
+	// stateless, so a reasoning item without encrypted_content is left out (the ids of
+	// the function calls after it dropped, their call_id kept), with a warning, and
+	// Validate reports reasoning_not_replayable.
+	Store *bool `json:"store,omitempty"`
 }
 
 // CompactParams are session/compact's params: exactly one of Summary and Summarize.
@@ -636,8 +768,10 @@ type ImageData struct {
 
 // Exported is a provider-ready request body and what export changed to make it one.
 type Exported struct {
-	// Payload: openai_chat {messages}; anthropic_messages {system?, messages};
-	// gemini_contents {system_instruction?, contents}.
+	// Payload: openai_chat {messages}; openai_responses {instructions?, input};
+	// anthropic_messages {system?, messages}; gemini_contents {system_instruction?,
+	// contents}. A message whose Native is of the format (and, with Model, of that
+	// model) is in it byte for byte.
 	Payload  json.RawMessage `json:"payload"`
 	Warnings []Warning       `json:"warnings"`
 }
@@ -648,10 +782,14 @@ type Warning struct {
 	Message string `json:"message"`
 }
 
-// ValidateParams are session/validate's params.
+// ValidateParams are session/validate's params; Model, Thinking and Store are
+// ExportParams'.
 type ValidateParams struct {
 	SessionID string `json:"session_id"`
 	Format    Format `json:"format"`
+	Model     string `json:"model,omitempty"`
+	Thinking  *bool  `json:"thinking,omitempty"`
+	Store     *bool  `json:"store,omitempty"`
 }
 
 // Validated lists what the provider would refuse.
@@ -671,6 +809,11 @@ type CountTokensParams struct {
 	SessionID string `json:"session_id"`
 	// Format is openai_chat when empty.
 	Format Format `json:"format,omitempty"`
+	// Model, Thinking and Store are ExportParams': the count is of the body Export
+	// would send.
+	Model    string `json:"model,omitempty"`
+	Thinking *bool  `json:"thinking,omitempty"`
+	Store    *bool  `json:"store,omitempty"`
 }
 
 // TokenCount is session/count_tokens's result.
@@ -713,11 +856,14 @@ type JSONParams struct {
 	ExpectedRevision *int64 `json:"expected_revision,omitempty"`
 }
 
-// RunAnswer is session/run's and session/stream's result.
+// RunAnswer is session/run's and session/stream's result. For a runtime's
+// {format, response} answer, Text is the text of its common form (its parts joined by
+// newlines), ToolCalls its calls and Usage the normalised Usage.
 type RunAnswer struct {
-	Text      *string         `json:"text"`
-	ToolCalls []ToolCall      `json:"tool_calls"`
-	Usage     json.RawMessage `json:"usage"`
+	Text      *string    `json:"text"`
+	ToolCalls []ToolCall `json:"tool_calls"`
+	// Usage is the runtime's usage as it gave it (nil when none).
+	Usage json.RawMessage `json:"usage"`
 	// MessageIDs are the stored user and assistant messages' ids.
 	MessageIDs []string `json:"message_ids"`
 	Revision   int64    `json:"revision"`

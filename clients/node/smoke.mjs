@@ -47,6 +47,20 @@ const streamed = await client.stream({ session_id, input: "And spelled out?" });
 assert.equal(streamed.text, "four");
 console.log(`run: ${run.text}, stream: ${streamed.text}, revision ${streamed.revision}`);
 
+// A provider's whole response (here a Chat Completions one), kept as it came, usage summed.
+const message = { role: "assistant", content: null, tool_calls: [{ id: "call_2", type: "function", function: { name: "ls", arguments: "{}" } }] };
+const { tool_call_ids } = await client.addResponse({
+  session_id,
+  format: "openai_chat",
+  response: { id: "chatcmpl-1", object: "chat.completion", model: "gpt-4o-mini", choices: [{ index: 0, message, finish_reason: "tool_calls" }], usage: { prompt_tokens: 30, completion_tokens: 5 } },
+});
+assert.deepEqual(tool_call_ids, ["call_2"]);
+await client.addToolResult({ session_id, tool_call_id: "call_2", content: "README.md" });
+const { payload } = await client.export({ session_id, format: "openai_chat" });
+assert.equal(JSON.stringify(/** @type {unknown[]} */ (payload.messages).at(-2)), JSON.stringify(message), "replayed as it came");
+const { usage } = await client.getSession({ session_id });
+console.log(`addResponse: ${tool_call_ids.join(", ")}; usage ${usage.input_tokens} in, ${usage.output_tokens} out`);
+
 // Watching: the changes of the session, as an async iterator; break unsubscribes.
 const sub = await client.subscribe({ session_id });
 const { revision } = await client.updateSession({ session_id, title: "smoke" });

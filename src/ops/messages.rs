@@ -10,7 +10,7 @@ use crate::ops::provider::TrimmedToFit;
 use crate::ops::responses::numbers_calls;
 use crate::session::export::{Format, Options};
 use crate::session::{DraftView, Identity, MessageInput};
-use crate::store::{Appended, MessageJson, Rewound, message_json};
+use crate::store::{Appended, MessageJson, Popped, Rewound, message_json};
 
 /// The result of an append of one message.
 #[derive(Debug, Clone, Serialize)]
@@ -156,6 +156,27 @@ impl Ops {
 
     /// Keeps the last `max_turns` turns, or the turns that fit in `max_tokens` of the
     /// body `counted` (a format, and the export's options).
+    /// Removes the last stored message, whatever its role, and stores `replace_with`
+    /// (given as add_message takes one) in its place, in one step.
+    pub async fn pop(
+        &self,
+        session_id: &str,
+        replace_with: Option<MessageInput>,
+        expected: Option<u64>,
+    ) -> Result<Popped> {
+        let replacement = match replace_with {
+            Some(mut input) => {
+                self.resolve_images(&mut input).await.map_err(|e| e.within("replace_with"))?;
+                if numbers_calls(&input) {
+                    input.taken_call_ids = self.call_ids_of(session_id).await?;
+                }
+                Some(input.into_message(Identity::Fresh).map_err(|e| e.within("replace_with"))?)
+            }
+            None => None,
+        };
+        self.store.pop(session_id, replacement, expected).await
+    }
+
     pub async fn trim(
         &self,
         session_id: &str,

@@ -119,6 +119,10 @@ pub struct MessageInput {
     pub native: Option<Value>,
     #[serde(default)]
     pub usage: Option<Value>,
+    /// An assistant turn that said nothing (an empty answer a model gave) is stored as
+    /// given instead of refused; export leaves it out with a warning.
+    #[serde(default)]
+    pub allow_empty: bool,
     #[serde(default)]
     pub id: Option<String>,
     #[serde(default)]
@@ -153,6 +157,7 @@ impl MessageInput {
             metadata: None,
             native: None,
             usage: None,
+            allow_empty: false,
             id: None,
             created_at: None,
             taken_call_ids: HashSet::new(),
@@ -201,6 +206,7 @@ impl MessageInput {
             && tool_calls.is_none()
             && is_empty(&self.content)
             && native.is_none()
+            && !self.allow_empty
         {
             return Err(Error::invalid(EMPTY_ASSISTANT));
         }

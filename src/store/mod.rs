@@ -56,6 +56,14 @@ pub struct Rewound {
     pub archived_session_id: Option<String>,
 }
 
+/// What a pop did: the message it removed (none from an empty session) and the revision
+/// after it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Popped {
+    pub message: Option<Message>,
+    pub revision: u64,
+}
+
 /// What a compaction did: the messages replaced, the new revision, the summary's id
 /// (none when nothing was compacted), and the archive of the history as it was.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -252,6 +260,16 @@ pub trait Histories: Send + Sync + 'static {
 
     /// Drops every message, keeping the system prompt, cwd, title and metadata.
     async fn clear(&self, session_id: &str, expected_revision: Option<u64>) -> Result<Removed>;
+
+    /// Removes the last stored message, whatever its role, and (`replace_with`) stores
+    /// another in its place under the rules, in one step. An empty session changes
+    /// nothing.
+    async fn pop(
+        &self,
+        session_id: &str,
+        replace_with: Option<Message>,
+        expected_revision: Option<u64>,
+    ) -> Result<Popped>;
 }
 
 /// The drafts of streams in progress (`session/stream`), kept so that a crash mid-stream

@@ -510,4 +510,50 @@ crate::every_store!(
     an_appended_assistant_message_must_say_something,
     error_messages_say_each_thing_once,
     expected_revision_on_appends,
+    an_empty_answer_is_kept_when_allowed,
+    pop_removes_the_last_message,
 );
+
+/// Issue 25: an empty answer a model gave (a framework or the seed's agent stores it) is
+/// kept when asked with `allow_empty`, comes back as given, and export leaves it out.
+fn an_empty_answer_is_kept_when_allowed(s: &mut Server) {
+    session(s, "e");
+    s.call("session/add_user", json!({"session_id": "e", "text": "hi"}));
+    s.call("session/add_assistant", json!({"session_id": "e", "text": "", "allow_empty": true}));
+    let message = json!({"role": "assistant", "content": null, "allow_empty": true});
+    s.call("session/add_message", json!({"session_id": "e", "message": message}));
+    let kept = stored(s, "e");
+    assert_eq!((&kept[1]["content"], &kept[2]["content"]), (&json!(""), &Value::Null));
+    let exported = s.call("session/export", json!({"session_id": "e", "format": "anthropic_messages"}));
+    assert_eq!(exported["payload"]["messages"].as_array().unwrap().len(), 1);
+    assert_eq!(exported["warnings"][0]["message"], "an empty message was left out");
+}
+
+/// Issue 25: pop removes the last message whatever it is (a result: its call is open
+/// again), or replaces it in one step; an empty session is left as it is.
+fn pop_removes_the_last_message(s: &mut Server) {
+    session(s, "p");
+    let empty = s.call("session/pop", json!({"session_id": "p"}));
+    assert_eq!(empty, json!({"message": null, "revision": 0}));
+    s.call("session/add_user", json!({"session_id": "p", "text": "go"}));
+    let calls = json!([{"id": "a", "name": "f", "arguments": {}}, {"id": "b", "name": "g", "arguments": {}}]);
+    s.call("session/add_assistant", json!({"session_id": "p", "tool_calls": calls}));
+    s.call("session/add_tool_result", json!({"session_id": "p", "tool_call_id": "a", "content": "ra"}));
+    let popped = s.call("session/pop", json!({"session_id": "p"}));
+    assert_eq!((&popped["message"]["role"], &popped["message"]["content"]), (&json!("tool"), &json!("ra")));
+    assert_eq!(popped["revision"], 4);
+    let view = s.call("session/history", json!({"session_id": "p"}));
+    assert_eq!(view["repaired"], 2, "both calls are open again");
+    // One call of two taken out: the rest of the group in its place, in one step.
+    let rest = json!({"role": "assistant", "tool_calls": [{"id": "b", "name": "g", "arguments": {}}]});
+    let replaced = s.call("session/pop", json!({"session_id": "p", "replace_with": rest}));
+    assert_eq!(replaced["message"]["tool_calls"], calls);
+    let after = stored(s, "p");
+    assert_eq!(after.len(), 2);
+    assert_eq!(after[1]["tool_calls"], json!([{"id": "b", "name": "g", "arguments": {}}]));
+    s.call("session/add_tool_result", json!({"session_id": "p", "tool_call_id": "b", "content": "rb"}));
+    s.fail("session/pop", json!({"session_id": "p", "expected_revision": 1}), 1003);
+    let bad = json!({"role": "tool", "tool_call_id": "zz", "content": "?"});
+    s.fail("session/pop", json!({"session_id": "p", "replace_with": bad}), 1004);
+    assert_eq!(stored(s, "p").len(), 3, "a refused pop changes nothing");
+}

@@ -23,6 +23,7 @@ import { Child, type Exit, type Logger } from "./child.js";
 import { CancelledError, ConnectionClosedError, InvalidRequestError, errorFromReply } from "./errors.js";
 import type * as P from "./protocol.js";
 import type { Format, MethodName, Methods } from "./protocol.js";
+import type { AddResponseParams } from "./responses.js";
 import { serveRuntime, type Runtime } from "./runtime.js";
 import { createSubscription, type SessionChange, type SubscribeOptions, type Subscription, type SubscriptionControl } from "./subscription.js";
 
@@ -288,6 +289,17 @@ export class ConvoClient {
     return this.request("session/add_message", params, options);
   }
 
+  /** `session/add_response`: appends a provider's whole response object as its SDK returned
+   * it (a streamed one assembled), e.g. `{format: "anthropic_messages", response: message}`:
+   * one assistant message keeping the turn as it came (`native`: thinking, signatures,
+   * reasoning items), its text and calls derived, its `usage` normalised (and summed into
+   * the session's), `metadata` merged with `{response_id, stop_reason}`. `tool_call_ids`
+   * are the ids the results must name. A response of another format, or with no assistant
+   * output (failed, refused with no content, no candidate), is -32602 and stores nothing. */
+  addResponse<F extends Format>(params: AddResponseParams<F>, options?: CallOptions): Promise<P.AddedResponse> {
+    return this.request("session/add_response", params as P.SessionAddResponseParams, options);
+  }
+
   /** `session/add_messages`: appends several messages, all or nothing, as one revision. */
   addMessages(params: P.SessionAddMessagesParams, options?: CallOptions): Promise<P.AddedMany> {
     return this.request("session/add_messages", params, options);
@@ -299,7 +311,8 @@ export class ConvoClient {
   }
 
   /** `session/trim`: keeps the last `max_turns` turns, or drops the oldest turns until the
-   * history fits `max_tokens`. */
+   * history fits `max_tokens` (counted as `countTokens` counts the body of `format`, by
+   * default openai_chat, with the body options `model`, `thinking`, `store`). */
   trim(params: P.SessionTrimParams & { max_tokens: number }, options?: CallOptions): Promise<P.TrimmedToFit>;
   trim(params: P.SessionTrimParams, options?: CallOptions): Promise<P.Trimmed>;
   trim(params: P.SessionTrimParams, options?: CallOptions): Promise<P.SessionTrimResult> {
@@ -320,6 +333,13 @@ export class ConvoClient {
    * whole); with `archive: true` the history as it was is kept as a new session first. */
   rewind(params: P.SessionRewindParams, options?: CallOptions): Promise<P.SessionRewindResult> {
     return this.request("session/rewind", params, options);
+  }
+
+  /** `session/pop`: removes the last stored message, whatever its role (a tool result's
+   * call is open again), and returns it (null for an empty session); `replace_with` is
+   * stored in its place in the same step. */
+  pop(params: P.SessionPopParams, options?: CallOptions): Promise<P.SessionPopResult> {
+    return this.request("session/pop", params, options);
   }
 
   /** `session/compact`: replaces the turns before the last `keep_turns` with one summary
@@ -351,17 +371,24 @@ export class ConvoClient {
     return this.request("session/from_dict", params, options);
   }
 
-  /** `session/export`: the provider-ready request body (OpenAI, Anthropic, Gemini). */
+  /** `session/export`: the provider-ready request body (OpenAI Chat or Responses, Anthropic,
+   * Gemini). A turn appended by `addResponse` in that format is replayed as it came; the
+   * body options: `model` (replay only that model's turns), `thinking` (false: Anthropic
+   * thinking blocks left out), `store` (false: Responses reasoning that cannot be replayed
+   * statelessly left out). */
   export(params: P.SessionExportParams, options?: CallOptions): Promise<P.Exported> {
     return this.request("session/export", params, options);
   }
 
-  /** `session/validate`: what a provider would reject in the stored history, in its words. */
+  /** `session/validate`: what a provider would reject in the stored history, in its words
+   * (with `export`'s body options: `thinking: true` adds `thinking_required`, `store: false`
+   * `reasoning_not_replayable`). */
   validate(params: P.SessionValidateParams, options?: CallOptions): Promise<P.Validated> {
     return this.request("session/validate", params, options);
   }
 
-  /** `session/count_tokens`: the system prompt plus the repaired history, in o200k_base tokens. */
+  /** `session/count_tokens`: the system prompt plus the repaired history as exported for
+   * `format` (with `export`'s body options), in o200k_base tokens. */
   countTokens(params: P.SessionCountTokensParams, options?: CallOptions): Promise<P.SessionCountTokensResult> {
     return this.request("session/count_tokens", params, options);
   }
@@ -526,12 +553,14 @@ export const CLIENT_METHODS = {
   "session/add_assistant": "addAssistant",
   "session/add_tool_result": "addToolResult",
   "session/add_message": "addMessage",
+  "session/add_response": "addResponse",
   "session/add_messages": "addMessages",
   "session/history": "history",
   "session/trim": "trim",
   "session/fork": "fork",
   "session/clear": "clear",
   "session/rewind": "rewind",
+  "session/pop": "pop",
   "session/image": "image",
   "session/compact": "compact",
   "session/search": "search",

@@ -16,6 +16,9 @@ export type {
   RuntimeRequest,
   RuntimeStreamRequest,
   RuntimeAnswer,
+  RuntimeTextAnswer,
+  RuntimeResponseAnswer,
   RuntimeContext,
 } from "./runtime.js";
+export type { ProviderResponses, ProviderResponse, AddResponseParams } from "./responses.js";
 export * from "./protocol.js";

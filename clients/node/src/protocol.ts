@@ -29,11 +29,13 @@ export type Message = {
   /** Base64, or with `images: "ref"` an ImageRef each. */
   images: Array<string | ImageRef> | null;
   metadata: Record<string, unknown> | null;
+  native: null | Native;
+  usage: null | Usage;
   /** RFC 3339 in one canonical form: UTC, upper-case T and Z, exactly six digits of fraction (2024-01-01T10:00:00.000000Z), so that stamps sort as text. */
   created_at: string;
 };
 
-/** A Message without id and created_at (both are honoured only by session/from_dict). tool_call_id is required on a tool message and not allowed on others; tool_calls only on an assistant message. An appended assistant message needs content (a non-empty string or content parts) or tool_calls, else -32602; session/from_dict keeps one as given. Unknown members are ignored. `metadata: []` is read as `{}`, and so is a whole message given as `[]` (then -32602: `role` is missing). */
+/** A Message without id and created_at (both are honoured only by session/from_dict). tool_call_id is required on a tool message and not allowed on others; tool_calls only on an assistant message. An appended assistant message without `native` or `allow_empty` needs content (a non-empty string or content parts) or tool_calls, else -32602; session/from_dict keeps one as given. Unknown members are ignored. `metadata: []` is read as `{}`, and so is a whole message given as `[]` (then -32602: `role` is missing). */
 export type MessageInput = {
   role: Role;
   content?: Content;
@@ -45,6 +47,11 @@ export type MessageInput = {
     [member: string]: unknown;
   }> | null;
   metadata?: Record<string, unknown> | null;
+  /** Only on an assistant message. Its content and tool_calls are derived from it: on an append, giving them beside it is -32602; on session/from_dict, given ones must be its common form (-32602 otherwise). A native message whose common form is empty is stored as given. */
+  native?: null | Native;
+  usage?: null | Usage;
+  /** An assistant message with neither text nor tool calls (an empty answer a model gave) is stored as given instead of refused; export leaves it out with a warning. */
+  allow_empty?: boolean;
   [member: string]: unknown;
 };
 
@@ -62,6 +69,7 @@ export type SessionInfo = {
     session_id: SessionId;
     message_id: string | null;
   };
+  usage: UsageTotals;
 };
 
 export type SessionPage = {
@@ -119,6 +127,9 @@ export type DictInput = {
       [member: string]: unknown;
     }> | null;
     metadata?: Record<string, unknown> | null;
+    /** Kept as given; content and tool_calls, when given, must be its common form (-32602), and are derived from it when left out. */
+    native?: null | Native;
+    usage?: null | Usage;
     /** RFC 3339: YYYY-MM-DD, T (or t, or a space), HH:MM:SS, an optional fraction of at most 9 digits, then Z (or z) or +HH:MM / -HH:MM (hours 00-23, minutes 00-59); a real date, no leap second. Stored in the canonical form: converted to UTC, the fraction cut to microseconds. Anything else is -32602. */
     created_at?: string;
     [member: string]: unknown;
@@ -140,6 +151,7 @@ export type Imported = {
     session_id: SessionId;
     message_id: string | null;
   };
+  usage: UsageTotals;
   repaired: {
     added: number;
     dropped: number;
@@ -157,13 +169,15 @@ export type InitializeResult = {
     store: "memory" | "sqlite" | "postgres";
     max_message_bytes: number;
     framing: "lsp" | "ndjson";
+    /** The provider body formats export, validate, count_tokens, trim, add_response and from_dict take. */
+    formats: Format[];
   };
 };
 
-export type Format = "openai_chat" | "anthropic_messages" | "gemini_contents";
+export type Format = "openai_chat" | "openai_responses" | "anthropic_messages" | "gemini_contents";
 
 export type Exported = {
-  /** openai_chat: {messages}; anthropic_messages: {system?, messages}; gemini_contents: {system_instruction?, contents} */
+  /** openai_chat: {messages}; openai_responses: {instructions?, input}; anthropic_messages: {system?, messages}; gemini_contents: {system_instruction?, contents} */
   payload: Record<string, unknown>;
   warnings: Array<{
     index: number | null;
@@ -235,6 +249,41 @@ export type SearchHit = {
   role: Role;
   /** Up to 16 words of the message's text around the first match, matched words in `[` `]`, white space collapsed, `…` where text was cut. */
   snippet: string;
+};
+
+/** An assistant turn in its provider's own form (spec section 13). Export to the same format replays `body` verbatim; the message's content and tool_calls are its common form, derived from it. */
+export type Native = {
+  format: Format;
+  /** The model that produced it (Anthropic `model`, Responses `model`, Chat `model`, Gemini `modelVersion`). */
+  model: string | null;
+  /** The assistant turn exactly as the provider returned it, member order and all: Anthropic the Message's `content` array; the Responses API the response's `output` items; Chat `choices[0].message`; Gemini the candidate's `content` ({role: "model", parts}). */
+  body: unknown;
+};
+
+/** Tokens a response cost, normalised across providers; null where the provider did not say. input counts cached input too (Anthropic: input + cache creation + cache read); output counts reasoning. */
+export type Usage = {
+  input_tokens: number | null;
+  output_tokens: number | null;
+  cache_read_tokens: number | null;
+  cache_write_tokens: number | null;
+  reasoning_tokens: number | null;
+};
+
+/** Each member the sum of the non-null Usage values of every response appended to the session since it was created; trim, rewind, clear and compact do not lower it; a fork starts at zero; from_dict sums the imported messages. */
+export type UsageTotals = {
+  input_tokens: number;
+  output_tokens: number;
+  cache_read_tokens: number;
+  cache_write_tokens: number;
+  reasoning_tokens: number;
+};
+
+export type AddedResponse = {
+  message_id: string;
+  index: number;
+  revision: number;
+  /** The ids of the calls the turn made, in order: what their results answer (Responses `call_id`, never the `fc_` item id; a Gemini call without an id gets `call_<n>`). */
+  tool_call_ids: string[];
 };
 
 /** Params of `initialize`. */
@@ -340,9 +389,11 @@ export type SessionAddUserResult = Added;
 /** Params of `session/add_assistant`. */
 export type SessionAddAssistantParams = {
   session_id: SessionId;
-  /** May be null, empty or absent only when tool_calls holds a call: an assistant message with neither text nor tool calls is -32602, as every provider refuses it. */
+  /** May be null, empty or absent only when tool_calls holds a call or allow_empty is true: an assistant message with neither text nor tool calls is -32602, as every provider refuses it. */
   text?: string | null;
   tool_calls?: ToolCall[] | null;
+  /** Store an answer with neither text nor tool calls (an empty answer a model gave) instead of refusing it; export leaves it out with a warning. */
+  allow_empty?: boolean;
   /** Fail with 1003 and change nothing unless the session's revision is this. */
   expected_revision?: number;
 };
@@ -373,6 +424,20 @@ export type SessionAddMessageParams = {
 
 /** Result of `session/add_message`: Added. */
 export type SessionAddMessageResult = Added;
+
+/** Params of `session/add_response`. */
+export type SessionAddResponseParams = {
+  session_id: SessionId;
+  /** openai_chat: a `chat.completion`; openai_responses: a `response`; anthropic_messages: a `message`; gemini_contents: a `GenerateContentResponse` (candidate 0). */
+  format: Format;
+  response: Record<string, unknown>;
+  metadata?: Record<string, unknown> | null;
+  /** Fail with 1003 and change nothing unless the session's revision is this. */
+  expected_revision?: number;
+};
+
+/** Result of `session/add_response`: AddedResponse. */
+export type SessionAddResponseResult = AddedResponse;
 
 /** Params of `session/add_messages`. */
 export type SessionAddMessagesParams = {
@@ -405,6 +470,14 @@ export type SessionTrimParams = {
   session_id: SessionId;
   max_turns?: number;
   max_tokens?: number;
+  /** With max_tokens: the body whose tokens are counted (default openai_chat). */
+  format?: Format;
+  /** The model the request is for: only native bodies of that model (or that model plus a date, either way round) are replayed verbatim; the others are built from the common form, with a warning. */
+  model?: string;
+  /** anthropic_messages: false leaves every thinking and redacted_thinking block out; true makes validate report `thinking_required`. Absent: as stored. */
+  thinking?: boolean;
+  /** openai_responses: false means the request is stateless, so a reasoning item without encrypted_content is left out and the ids of the items after it dropped (their call_id kept), with a warning; validate reports `reasoning_not_replayable`. */
+  store?: boolean;
   /** Fail with 1003 and change nothing unless the session's revision is this. */
   expected_revision?: number;
 };
@@ -446,6 +519,20 @@ export type SessionRewindResult = {
   revision: number;
   /** The session keeping the history as it was (`archive: true` and something dropped), else null. Its `forked_from` names this session and its last message. */
   archived_session_id: SessionId | null;
+};
+
+/** Params of `session/pop`. */
+export type SessionPopParams = {
+  session_id: SessionId;
+  replace_with?: MessageInput;
+  /** Fail with 1003 and change nothing unless the session's revision is this. */
+  expected_revision?: number;
+};
+
+/** Result of `session/pop`: Popped. */
+export type SessionPopResult = {
+  message: null | Message;
+  revision: number;
 };
 
 /** Params of `session/compact`. */
@@ -517,7 +604,7 @@ export type SessionToDictResult = Dict;
 export type SessionFromDictParams = {
   /** `[]` (an empty Lua table) is read as `{}` (an empty import), and so are its `metadata` and its messages' `metadata`. */
   data: DictInput | Record<string, unknown>;
-  /** Read `data` as this provider's request body: its messages (or contents) and system prompt become the session's; a leading OpenAI `system` (or `developer`) message is the system prompt. Each tool result becomes a tool message, and a turn's items are split where export merged them, so session/export of the result in the same format gives back an equal body (up to key order). Gemini calls without ids get `call_<n>` ids; a response answers the oldest open call of its name. Items with no convo counterpart are kept as content parts of their type (a Gemini part's type is its key). */
+  /** Read `data` as this provider's request body: its messages (`messages`, Gemini's `contents`, the Responses API's `input`) and system prompt (`system`, `system_instruction`, `instructions`) become the session's; a leading OpenAI `system` (or `developer`) message is the system prompt. Each assistant turn becomes one message with the turn as its native form (model null) and its common form derived, and each tool result a tool message; a user turn's items are split where export merged them; so session/export of the result in the same format gives back the body byte for byte. Gemini calls without ids get `call_<n>` ids; a response answers the oldest open call of its name. User items with no convo counterpart are kept as content parts of their type (a Gemini part's type is its key). */
   format?: Format;
   /** With `format` only (else -32602: our own dict carries its id in `data`): the imported session's id; a new one by default. */
   session_id?: SessionId;
@@ -538,6 +625,12 @@ export type SessionExportParams = {
   repair?: boolean;
   /** `ref`: `{ref}` where the body would hold an image's base64 (an OpenAI data URL, an Anthropic `source.data`, a Gemini `inline_data.data`). */
   images?: Images;
+  /** The model the request is for: only native bodies of that model (or that model plus a date, either way round) are replayed verbatim; the others are built from the common form, with a warning. */
+  model?: string;
+  /** anthropic_messages: false leaves every thinking and redacted_thinking block out; true makes validate report `thinking_required`. Absent: as stored. */
+  thinking?: boolean;
+  /** openai_responses: false means the request is stateless, so a reasoning item without encrypted_content is left out and the ids of the items after it dropped (their call_id kept), with a warning; validate reports `reasoning_not_replayable`. */
+  store?: boolean;
 };
 
 /** Result of `session/export`: Exported. */
@@ -547,6 +640,12 @@ export type SessionExportResult = Exported;
 export type SessionValidateParams = {
   session_id: SessionId;
   format: Format;
+  /** The model the request is for: only native bodies of that model (or that model plus a date, either way round) are replayed verbatim; the others are built from the common form, with a warning. */
+  model?: string;
+  /** anthropic_messages: false leaves every thinking and redacted_thinking block out; true makes validate report `thinking_required`. Absent: as stored. */
+  thinking?: boolean;
+  /** openai_responses: false means the request is stateless, so a reasoning item without encrypted_content is left out and the ids of the items after it dropped (their call_id kept), with a warning; validate reports `reasoning_not_replayable`. */
+  store?: boolean;
 };
 
 /** Result of `session/validate`: Validated. */
@@ -556,6 +655,12 @@ export type SessionValidateResult = Validated;
 export type SessionCountTokensParams = {
   session_id: SessionId;
   format?: Format;
+  /** The model the request is for: only native bodies of that model (or that model plus a date, either way round) are replayed verbatim; the others are built from the common form, with a warning. */
+  model?: string;
+  /** anthropic_messages: false leaves every thinking and redacted_thinking block out; true makes validate report `thinking_required`. Absent: as stored. */
+  thinking?: boolean;
+  /** openai_responses: false means the request is stateless, so a reasoning item without encrypted_content is left out and the ids of the items after it dropped (their call_id kept), with a warning; validate reports `reasoning_not_replayable`. */
+  store?: boolean;
 };
 
 /** Result of `session/count_tokens`: Counted. */
@@ -679,11 +784,13 @@ export interface Methods {
   "session/add_tool_result": { params: SessionAddToolResultParams; result: SessionAddToolResultResult };
   /** Appends any message, under the same rules as the add_* methods. */
   "session/add_message": { params: SessionAddMessageParams; result: SessionAddMessageResult };
+  /** Appends a provider's whole response object as the host received it (a streaming host sends the assembled object): one assistant message with the turn in its native form, its common form derived, its usage normalised, and `metadata` merged with {response_id, stop_reason}. Same rules as add_assistant (moving on cancels). A response not of the named format, or with no assistant output (failed, refused with no content, no candidate) is -32602 and nothing is stored. */
+  "session/add_response": { params: SessionAddResponseParams; result: SessionAddResponseResult };
   /** Appends messages in order, all or nothing. */
   "session/add_messages": { params: SessionAddMessagesParams; result: SessionAddMessagesResult };
   /** The stored messages; with `repair` (the default) followed by a synthetic result for each unanswered call of the trailing group (not stored; `id` null). `offset`/`limit` index that view. Without `limit`, a view of more than 100,000 messages is 1005. With `include_draft`, the result's `draft` is the session's stream in progress: its user message and the answer so far (never inside `messages`). */
   "session/history": { params: SessionHistoryParams; result: SessionHistoryResult };
-  /** Keeps the last `max_turns` turns whole and drops every message before them; or, with `max_tokens`, drops the oldest whole turns until the system prompt plus the repaired history fits in that many tokens (as session/count_tokens counts them for openai_chat), never the last turn, and says whether it fits. */
+  /** Keeps the last `max_turns` turns whole and drops every message before them; or, with `max_tokens`, drops the oldest whole turns until the system prompt plus the repaired history fits in that many tokens (as session/count_tokens counts them for `format`, by default openai_chat), never the last turn, and says whether it fits. */
   "session/trim": { params: SessionTrimParams; result: SessionTrimResult };
   /** Copies system prompt, cwd, title, metadata and history (up to and including `at_message_id`) into a new session. Message ids are kept. Costs the same whatever the history's length. */
   "session/fork": { params: SessionForkParams; result: SessionForkResult };
@@ -691,6 +798,8 @@ export interface Methods {
   "session/clear": { params: SessionClearParams; result: SessionClearResult };
   /** Undoes the last turns: drops every message after `to_message_id`. A tool-call group is never split: the tool results that directly follow the message stay (rewinding to an assistant message with `tool_calls`, or to one of its results, keeps the whole group). With `archive: true` the history as it was before the rewind is first kept as a new session (a fork, O(1) whatever the history's length), whose id is returned. Nothing to drop (the message is the last, or only its group's results follow) changes nothing: `removed` 0, the revision unchanged, no archive. Watchers see `rewound` (and `created` for the archive). */
   "session/rewind": { params: SessionRewindParams; result: SessionRewindResult };
+  /** Removes the last stored message, whatever its role (a tool result included: its call is then open again), and returns it; `replace_with` (a message as add_message takes it) is stored in its place under the conversation rules in the same step, so the rest of a grouped message is never lost to a crash. An empty session: `message` null and the revision unchanged. The change is notified as `rewound`. */
+  "session/pop": { params: SessionPopParams; result: SessionPopResult };
   /** Replaces every turn before the last `keep_turns` with one `user` message whose content is the summary and whose `metadata` is `{"compaction": {"messages", "first_message_id", "last_message_id"}}`. Whole turns only, so a tool-call group is never split; the kept messages keep their ids. The summary is given (`summary`) or asked of the host (`summarize: true`: `runtime/run` with `purpose: "summarize"` and the messages to summarise; the session is not held meanwhile, and if it changed the reply is 1003 with the host's answer in `data.response`). No more than `keep_turns` turns: `{removed: 0}` and nothing changes. The result passes `session/validate` with `openai_chat`; `export` in the formats that need alternating turns merges the summary into the next user turn. Watchers see `compacted` (and `created` for the archive). */
   "session/compact": { params: SessionCompactParams; result: SessionCompactResult };
   /** The image a ref names (refs are store-wide: any session's image). An unknown or malformed ref is -32602. */
@@ -701,9 +810,9 @@ export interface Methods {
   "session/to_dict": { params: SessionToDictParams; result: SessionToDictResult };
   /** Imports a session: session/to_dict's output, the generic agent library's to_dict (`system_prompt` may stand for `system`), or with `format` a provider's request body (the inverse of session/export). A dangling call in the middle gets cancelled results; a result with no open call fails the import with 1004, or is dropped with `repair`. At most 100,000 messages (1005). */
   "session/from_dict": { params: SessionFromDictParams; result: SessionFromDictResult };
-  /** The provider-ready request body parts for `format`, from the history (repaired unless `repair` is false). Whatever had to change or could not be expressed (a placeholder user turn before a leading assistant turn, a system message moved to the top, turns merged, an empty message or an unsupported content part left out, an image of unknown type) is a warning. */
+  /** The provider-ready request body parts for `format`, from the history (repaired unless `repair` is false). One rule for every format: a message whose native form is of `format` (and, with `model`, of that model) is replayed from its body verbatim; every other message is built from its common form, and what the format cannot carry (another provider's reasoning, signatures, item ids) is left out with a warning, never forged. Gemini: a function call of the current turn built from the common form gets Google's placeholder `thoughtSignature` `skip_thought_signature_validator` on the first call of its message, with a warning. Whatever else had to change or could not be expressed (a placeholder user turn before a leading assistant turn, a system message moved to the top, turns merged, an empty message or an unsupported content part left out, an image of unknown type) is a warning. */
   "session/export": { params: SessionExportParams; result: SessionExportResult };
-  /** What the provider would reject in the stored history sent unaltered (one provider message per stored message, no repair), each with the stored message's index, a rule name and the provider's own error text. Changes nothing. */
+  /** What the provider would reject in the stored history sent unaltered (one provider message per stored message, no repair), each with the stored message's index, a rule name and the provider's own error text. Changes nothing. Rules added for reasoning models: anthropic_messages `thinking_last` (an assistant message ending in a thinking block) and, with `thinking: true`, `thinking_required`; openai_responses `reasoning_missing`, `reasoning_dangling`, `call_missing`, `output_missing` and, with `store: false`, `reasoning_not_replayable`. A group's results (and a user message right after them) are judged as the one provider message export makes of them. */
   "session/validate": { params: SessionValidateParams; result: SessionValidateResult };
   /** Tokens of the system prompt plus the repaired history as exported for `format` (default openai_chat), by OpenAI's o200k_base BPE: every string but image data, 3 per message, 3 for the reply, 85 per image. */
   "session/count_tokens": { params: SessionCountTokensParams; result: SessionCountTokensResult };
@@ -735,12 +844,14 @@ export const METHOD_NAMES = [
   "session/add_assistant",
   "session/add_tool_result",
   "session/add_message",
+  "session/add_response",
   "session/add_messages",
   "session/history",
   "session/trim",
   "session/fork",
   "session/clear",
   "session/rewind",
+  "session/pop",
   "session/compact",
   "session/image",
   "session/search",

@@ -7,6 +7,7 @@
  */
 import { ResponseError, type CancellationToken, type MessageConnection } from "vscode-jsonrpc/node";
 import type { Format, Message, ToolCall } from "./protocol.js";
+import type { ProviderResponse } from "./responses.js";
 
 /** What convo asks the host in `runtime/run` (protocol/README.md, "Server → client requests"). */
 export interface RuntimeRequest {
@@ -33,17 +34,30 @@ export interface RuntimeStreamRequest extends RuntimeRequest {
   stream_id: string;
 }
 
-/** The host's answer; convo stores `text` and `tool_calls`, and `usage`, `model` and
- * `stop_reason` in the assistant message's metadata. */
-export interface RuntimeAnswer {
+/** The host's answer in convo's terms; convo stores `text` and `tool_calls`, and `usage`,
+ * `model` and `stop_reason` in the assistant message's metadata. */
+export interface RuntimeTextAnswer {
   text?: string | null;
   tool_calls?: ToolCall[] | null;
   /** Any object (a provider SDK's usage as it is). */
   usage?: object;
   model?: string;
   stop_reason?: string;
+  /** Not with `text`: a `{format, response}` answer is a `RuntimeResponseAnswer`. */
+  format?: undefined;
+  response?: undefined;
   [member: string]: unknown;
 }
+
+/** The host's answer as the provider's whole response object, `{format, response}`:
+ * stored as `addResponse` stores it (`native`, normalised `usage`, `metadata`
+ * `{response_id, stop_reason}`). One the server would refuse fails the call with 1008
+ * `invalid_response`. `format` and `response` are paired: `{format: "anthropic_messages",
+ * response}` needs an Anthropic message. */
+export type RuntimeResponseAnswer = { [F in Format]: ProviderResponse<F> }[Format];
+
+/** What a runtime handler answers: text and tool calls, or a provider's whole response. */
+export type RuntimeAnswer = RuntimeTextAnswer | RuntimeResponseAnswer;
 
 /** A piece of a streamed answer: text, or a `runtime/delta`'s members. */
 export type StreamChunk = string | { text?: string; tool_calls?: ToolCall[] };
@@ -59,8 +73,9 @@ export type RunHandler = (request: RuntimeRequest, context: RuntimeContext) => R
 
 /**
  * Answers `runtime/stream`: each chunk yielded is sent as a `runtime/delta`; the final
- * answer (what convo stores) is the generator's return value, or, when it returns
- * nothing, `{text}` with the yielded text joined.
+ * answer (what convo stores) is the generator's return value (`{format, response}` with
+ * the SDK's assembled response, say), or, when it returns nothing, `{text}` with the
+ * yielded text joined.
  */
 export type StreamHandler = (
   request: RuntimeStreamRequest,
@@ -164,7 +179,10 @@ export function serveRuntime(
     serve<RuntimeStreamRequest>(async (params, context) => {
       if (stream) return runStream(stream, params, context, (d) => connection.sendNotification("runtime/delta", d));
       const answer = await run!(params, context);
-      if (answer.text) await connection.sendNotification("runtime/delta", { stream_id: params.stream_id, text: answer.text });
+      // A `{format, response}` answer has no text of its own: the stored message shows it.
+      if (answer.format === undefined && answer.text) {
+        await connection.sendNotification("runtime/delta", { stream_id: params.stream_id, text: answer.text });
+      }
       return answer;
     }),
   );

@@ -23,6 +23,7 @@ test("every protocol method, through its client method", async () => {
   const info = await client.initialize();
   assert.equal(info.server_info.name, "convo");
   assert.equal(info.capabilities.framing, "lsp");
+  assert.ok(info.capabilities.formats.includes("openai_responses"));
   assert.deepEqual([...info.capabilities.methods].sort(), [...METHOD_NAMES].sort(), "the server registers what the document lists");
   assert.deepEqual(client.info, info);
 
@@ -57,6 +58,24 @@ test("every protocol method, through its client method", async () => {
     ],
   });
   assert.equal(many.message_ids.length, 2);
+  const response = {
+    id: "chatcmpl-1",
+    object: /** @type {const} */ ("chat.completion"),
+    model: "gpt-4o-mini",
+    choices: [{ index: 0, message: { role: "assistant", content: "Bye!" }, finish_reason: "stop" }],
+    usage: { prompt_tokens: 30, completion_tokens: 2 },
+  };
+  const answered = await client.addResponse({ session_id, format: "openai_chat", response });
+  assert.deepEqual([answered.index, answered.tool_call_ids], [7, []], "after c1's cancelled result, stored by addMessage");
+  const [stored] = (await client.history({ session_id, offset: 7 })).messages;
+  assert.deepEqual([stored.content, stored.native?.body, stored.metadata], ["Bye!", response.choices[0].message, { response_id: "chatcmpl-1", stop_reason: "stop" }]);
+  assert.deepEqual((await client.getSession({ session_id })).usage, {
+    input_tokens: 30,
+    output_tokens: 2,
+    cache_read_tokens: 0,
+    cache_write_tokens: 0,
+    reasoning_tokens: 0,
+  });
 
   const fork = await client.fork({ session_id, new_session_id: "demo-alt" });
   assert.equal(fork.forked_from?.session_id, session_id);
@@ -97,6 +116,8 @@ test("every protocol method, through its client method", async () => {
   assert.equal((await client.getSession({ session_id: rewound.archived_session_id ?? "" })).message_count, dict.messages.length + 2);
   const compacted = await client.compact({ session_id: rewound.archived_session_id ?? "", keep_turns: 1, summary: "earlier" });
   assert.ok(compacted.removed > 0 && compacted.summary_message_id !== null);
+  const popped = await client.pop({ session_id: rewound.archived_session_id ?? "", expected_revision: compacted.revision });
+  assert.deepEqual([popped.message?.content, popped.revision], ["extra Zephyrs here", compacted.revision + 1]);
   assert.deepEqual(await client.clear({ session_id: "copy" }), { removed: 1, revision: 4 });
   assert.deepEqual(await client.deleteSession({ session_id: "copy" }), { deleted: true });
   await client.createSession({ session_id: "gone" });

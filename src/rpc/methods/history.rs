@@ -1,5 +1,5 @@
 //! A session's history: the repaired view (`session/history`), and the methods that drop
-//! messages from it: trim, rewind, compact.
+//! messages from it: trim, rewind, compact, pop.
 
 use std::sync::Arc;
 
@@ -13,9 +13,9 @@ use crate::rpc::methods::Ctx;
 use crate::rpc::methods::provider::options;
 use crate::rpc::methods::shown::Shown;
 use crate::rpc::outgoing::{Pieces, Splice};
-use crate::session::SessionId;
 use crate::session::export::Format;
 use crate::session::image::Images;
+use crate::session::{Message, MessageInput, SessionId, empty_table};
 
 #[derive(Deserialize)]
 pub struct HistoryParams {
@@ -78,6 +78,26 @@ pub struct TrimParams {
 pub async fn trim(ctx: Arc<Ctx>, p: TrimParams, _: Arc<Call>) -> Result<Trimmed> {
     let counted = (p.format.unwrap_or(COUNT_FORMAT), options(p.model, p.thinking, p.store));
     ctx.ops.trim(p.session_id.as_str(), p.max_turns, p.max_tokens, counted, p.expected_revision).await
+}
+
+#[derive(Deserialize)]
+pub struct PopParams {
+    session_id: SessionId,
+    #[serde(default, deserialize_with = "empty_table::optional_object")]
+    replace_with: Option<MessageInput>,
+    #[serde(default)]
+    expected_revision: Option<u64>,
+}
+
+#[derive(Serialize)]
+pub struct PoppedResult {
+    message: Option<Message>,
+    revision: u64,
+}
+
+pub async fn pop(ctx: Arc<Ctx>, p: PopParams, _: Arc<Call>) -> Result<PoppedResult> {
+    let done = ctx.ops.pop(p.session_id.as_str(), p.replace_with, p.expected_revision).await?;
+    Ok(PoppedResult { message: done.message, revision: done.revision })
 }
 
 #[derive(Deserialize)]

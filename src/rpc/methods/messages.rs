@@ -40,12 +40,15 @@ pub struct AddAssistantParams {
     #[serde(default)]
     tool_calls: Option<Vec<Value>>,
     #[serde(default)]
+    allow_empty: bool,
+    #[serde(default)]
     expected_revision: Option<u64>,
 }
 
 pub async fn add_assistant(ctx: Arc<Ctx>, p: AddAssistantParams, _: Arc<Call>) -> Result<Added> {
     let content = p.text.map_or(Value::Null, Value::String);
-    let input = MessageInput { tool_calls: p.tool_calls, ..fresh(Role::Assistant, content) };
+    let input =
+        MessageInput { tool_calls: p.tool_calls, allow_empty: p.allow_empty, ..fresh(Role::Assistant, content) };
     ctx.ops.add(p.session_id.as_str(), input, None, p.expected_revision).await
 }
 

@@ -136,6 +136,7 @@ pub fn module(ctx: Ctx) -> Registry {
     t.add("session/fork", Fork, Inline, sessions::fork);
     t.add("session/clear", Session, Inline, sessions::clear);
     t.add("session/rewind", Session, PoolWrites, history::rewind);
+    t.add("session/pop", Session, Inline, history::pop);
     t.add("session/image", Barrier, Pool, search::image);
     t.add("session/compact", Session, Host, history::compact);
     t.add("session/search", Barrier, Pool, search::search);

@@ -19,6 +19,10 @@ pub(super) fn export(system: Option<&str>, messages: &[Message], options: &Optio
             sources.push(i);
             continue;
         }
+        if options.fix && m.role == Role::Assistant && text(&m.content).is_empty() && calls(m).is_empty() {
+            warnings.push(Warning { index: Some(i), message: "an empty message was left out".into() });
+            continue;
+        }
         let mut message = match m.role {
             Role::System => json!({"role": "system", "content": text(&m.content)}),
             Role::User => json!({"role": "user", "content": user_content(i, m, &mut warnings)}),

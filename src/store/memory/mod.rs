@@ -26,7 +26,7 @@ use crate::session::{
 use crate::store::feed::{Change, ChangeKind, Feed, Watcher};
 use crate::store::{
     Appended, ChangeFeed, Checks, Compacted, Doomed, Drafts, Found, Histories, HistoryPage, ImageStore, MessageJson,
-    Removed, Rewound, SearchIndex, Sessions,
+    Popped, Removed, Rewound, SearchIndex, Sessions,
 };
 use history::{History, Stored};
 
@@ -399,6 +399,26 @@ impl Histories for MemoryStore {
             Ok((removed > 0, removed as u64))
         })?;
         Ok(Removed { removed, revision })
+    }
+
+    async fn pop(&self, session_id: &str, replace_with: Option<Message>, expected: Option<u64>) -> Result<Popped> {
+        let (message, revision) = self.mutate(session_id, expected, ChangeKind::Rewound, |e| {
+            let n = e.history.len();
+            if n == 0 {
+                return Ok((false, None));
+            }
+            let last = e.history.parsed(n - 1, n)?.pop().map(|m| (*m).clone());
+            let mut history = e.history.clone();
+            history.keep_oldest(n - 1)?;
+            if let Some(replacement) = replace_with {
+                let planned = plan_append(history.tail().clone(), vec![replacement])?;
+                let kept = history.extend(&planned)?;
+                self.index_images(&planned, &kept);
+            }
+            e.history = history;
+            Ok((true, last))
+        })?;
+        Ok(Popped { message, revision })
     }
 
     async fn rewind(

@@ -17,7 +17,7 @@ use crate::store::feed::ChangeKind;
 use crate::store::sql::chain::{self, fork_parent};
 use crate::store::sql::rows::{SessionRow, Span, new_info, touched};
 use crate::store::sql::tx::{Appending, Tx};
-use crate::store::{Appended, Compacted, Doomed, Removed, Rewound};
+use crate::store::{Appended, Compacted, Doomed, Popped, Removed, Rewound};
 
 async fn require<T: Tx + ?Sized>(tx: &T, id: &str) -> Result<SessionRow> {
     tx.session(id, true).await?.ok_or_else(|| Error::SessionNotFound(id.to_owned()))
@@ -233,6 +233,37 @@ pub async fn compact<T: Tx + ?Sized>(
     put(tx, ChangeKind::Compacted, &row).await?;
     chain::reclaim(tx, old).await?;
     Ok(Compacted { removed: cut, revision: row.info.revision, summary_message_id, archived_session_id })
+}
+
+/// Removes the last stored message and, given one, appends `replace_with` in its place
+/// under the rules. The session moves to a new segment cut one short, as a rewind does;
+/// the old one is reclaimed.
+pub async fn pop<T: Tx + ?Sized>(
+    tx: &T,
+    id: &str,
+    replace_with: Option<Message>,
+    expected: Option<u64>,
+) -> Result<Popped> {
+    let row = checked(tx, id, expected).await?;
+    if row.count() == 0 {
+        return Ok(Popped { message: None, revision: row.info.revision });
+    }
+    let spans = chain::spans(tx, &row).await?;
+    let last = chain::read(tx, &spans, row.len - 1, row.len).await?.pop();
+    let old = row.segment;
+    let mut row = touched(row);
+    let keep = row.len - 1;
+    (row.segment, row.len) = (tx.new_segment(fork_parent(&spans, row.start, keep), keep).await?, keep);
+    if let Some(replacement) = replace_with {
+        let tail = chain::tail(tx, &chain::spans(tx, &row).await?).await?;
+        let planned = plan_append(tail, vec![replacement])?;
+        insert_all(tx, row.segment, row.len, &planned).await?;
+        row.len += planned.len() as u64;
+    }
+    row.info.message_count = row.count();
+    put(tx, ChangeKind::Rewound, &row).await?;
+    chain::reclaim(tx, old).await?;
+    Ok(Popped { message: last, revision: row.info.revision })
 }
 
 /// Drops every message, keeping the system prompt, cwd, title and metadata.

@@ -12,7 +12,7 @@ use crate::store::sql::check::{self, Inspect};
 use crate::store::sql::rows::{Listing, Searching, SessionRow, Span};
 use crate::store::sql::tx::Tx;
 use crate::store::sql::{chain, edits};
-use crate::store::{Appended, Compacted, Doomed, Found, HistoryPage, MessageJson, Removed, Rewound};
+use crate::store::{Appended, Compacted, Doomed, Found, HistoryPage, MessageJson, Popped, Removed, Rewound};
 
 /// A mutation: the body of one write transaction. `Clone`, because a backend may run it
 /// again after losing a race (PostgreSQL's deadlock retry).
@@ -29,6 +29,7 @@ pub enum Edit {
     Rewind { session_id: String, to: String, archive: bool, expected: Option<u64> },
     Compact { session_id: String, keep_turns: u64, summary: String, archive: bool, expected: Option<u64> },
     Clear { session_id: String, expected: Option<u64> },
+    Pop { session_id: String, replace_with: Option<Box<Message>>, expected: Option<u64> },
     AppendFinishing { session_id: String, messages: Vec<Message>, expected: Option<u64>, stream_id: String },
     SaveDraft(Box<Draft>),
     DropDraft(String),
@@ -47,6 +48,7 @@ pub enum Done {
     Removed(Removed),
     Rewound(Rewound),
     Compacted(Compacted),
+    Popped(Popped),
 }
 
 impl Edit {
@@ -80,6 +82,9 @@ impl Edit {
                 Done::Compacted(edits::compact(tx, &session_id, keep_turns, summary, archive, expected).await?)
             }
             Edit::Clear { session_id, expected } => Done::Removed(edits::clear(tx, &session_id, expected).await?),
+            Edit::Pop { session_id, replace_with, expected } => {
+                Done::Popped(edits::pop(tx, &session_id, replace_with.map(|m| *m), expected).await?)
+            }
             Edit::AppendFinishing { session_id, messages, expected, stream_id } => {
                 Done::Appended(edits::append_finishing(tx, &session_id, messages, expected, &stream_id).await?)
             }

@@ -14,7 +14,7 @@ use crate::store::sql::jobs::{Done, Edit, Got, Read, expect};
 use crate::store::sql::rows::Listing;
 use crate::store::{
     Appended, ChangeFeed, Checks, Compacted, Doomed, Drafts, Found, Histories, HistoryPage, ImageStore, MessageJson,
-    Removed, Rewound, SearchIndex, Sessions,
+    Popped, Removed, Rewound, SearchIndex, Sessions,
 };
 
 /// What a SQL backend provides: its connections, and running jobs on them.
@@ -155,6 +155,11 @@ impl<E: Engine> Histories for SqlStore<E> {
 
     async fn clear(&self, session_id: &str, expected: Option<u64>) -> Result<Removed> {
         self.removed(Edit::Clear { session_id: session_id.to_owned(), expected }).await
+    }
+
+    async fn pop(&self, session_id: &str, replace_with: Option<Message>, expected: Option<u64>) -> Result<Popped> {
+        let edit = Edit::Pop { session_id: session_id.to_owned(), replace_with: replace_with.map(Box::new), expected };
+        expect(self.engine.edit(edit).await?, |d| if let Done::Popped(p) = d { Some(p) } else { None })
     }
 }
 

@@ -5,13 +5,17 @@ client package:
 
 - :class:`AsyncClient` (asyncio) and :class:`Client` (blocking) spawn ``convo`` and call
   its methods; every error code is an exception class (see :mod:`convo.errors`);
-  ``subscribe()`` gives the sessions' changes (:class:`Change`) as they commit.
+  ``subscribe()`` gives the sessions' changes (:class:`Change`) as they commit;
+  ``add_response()`` appends a provider's whole response, kept as it came.
+- :mod:`convo.types`: the protocol's objects (``Message``, ``SessionInfo``, ``Usage``,
+  ``Native``, ``Format``, …) as ``TypedDict`` s and literals, for annotations.
 - :mod:`convo.pycodeloop` and :mod:`convo.agent` hold drop-in ``Session`` classes with
   the seed libraries' APIs, stored by convo.
 """
 
 from __future__ import annotations
 
+from . import types
 from ._binary import find_convo_bin
 from ._client import METHODS, UNSET, AsyncClient, Final, PendingRequest, RuntimeHandler
 from ._default import default_client, set_default_client
@@ -49,6 +53,7 @@ __all__ = [
     "SyncSubscription",
     "RuntimeHandler",
     "METHODS",
+    "types",
     "UNSET",
     "find_convo_bin",
     "default_client",

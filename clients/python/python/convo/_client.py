@@ -24,8 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._binary import find_convo_bin
+from ._response import response_object
 from ._subscription import Change, Subscription
 from .errors import ConnectionClosed, ConvoError, error_from_response
+from .types import AddedResponse, Format, ResponseObject
 
 __all__ = ["AsyncClient", "PendingRequest", "Final", "RuntimeHandler", "UNSET", "METHODS", "Change", "Subscription"]
 
@@ -53,8 +55,9 @@ UNSET: Any = _Unset()
 @dataclass
 class Final:
     """Yield this from a streaming runtime handler to give the final answer explicitly
-    (``text``, ``tool_calls``, ``usage``, ``model``, ``stop_reason``). Without it the
-    final answer is the concatenated text deltas and the collected tool calls."""
+    (``text``, ``tool_calls``, ``usage``, ``model``, ``stop_reason``; or ``format`` and
+    ``response``, the provider's assembled response). Without it the final answer is the
+    concatenated text deltas and the collected tool calls."""
 
     answer: dict[str, Any] = field(default_factory=dict)
 
@@ -62,6 +65,8 @@ class Final:
 # A runtime handler receives the params of `runtime/run` or `runtime/stream` and returns
 # the answer (a dict), an awaitable of it, or an (async) iterator of deltas: `str`
 # pieces of text, dicts `{text?, tool_calls?}`, and optionally a last `Final(...)`.
+# An answer may be `{"format": ..., "response": ...}`: the provider's whole response (a
+# dict or the SDK's object), stored as `add_response` stores it.
 RuntimeHandler = Callable[[dict[str, Any]], Any]
 
 # Every method convo registers, and the client method that calls it.
@@ -79,11 +84,13 @@ METHODS: dict[str, str] = {
     "session/add_tool_result": "add_tool_result",
     "session/add_message": "add_message",
     "session/add_messages": "add_messages",
+    "session/add_response": "add_response",
     "session/history": "history",
     "session/trim": "trim",
     "session/fork": "fork",
     "session/clear": "clear",
     "session/rewind": "rewind",
+    "session/pop": "pop",
     "session/image": "image",
     "session/compact": "compact",
     "session/search": "search",
@@ -536,7 +543,7 @@ class AsyncClient:
                 handler = self._session_runtimes.get(str(params.get("session_id"))) or self.runtime
                 if handler is None:
                     raise _RpcError(-32601, "no runtime: this host gave the convo client no runtime handler")
-                result = await _call_runtime(self, handler, params, method == "runtime/stream")
+                result = _runtime_answer(await _call_runtime(self, handler, params, method == "runtime/stream"))
             else:
                 raise _RpcError(-32601, f"method not found: {method}")
             reply: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "result": result}
@@ -637,7 +644,7 @@ class AsyncClient:
         return await self.request("session/delete", _params(session_id=session_id, expected_revision=expected_revision))
 
     async def delete_many(
-        self, session_ids: list[str] | None = None, *, updated_before: str | None = None
+        self, session_ids: builtins.list[str] | None = None, *, updated_before: str | None = None
     ) -> dict[str, Any]:
         """``session/delete_many`` → ``{deleted}``: the sessions named (unknown ones
         skipped), or every one last updated before ``updated_before``, atomically."""
@@ -716,6 +723,41 @@ class AsyncClient:
             ),
         )
 
+    async def add_response(
+        self,
+        session_id: str,
+        format: Format,
+        response: ResponseObject,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        expected_revision: int | None = None,
+    ) -> AddedResponse:
+        """``session/add_response`` → ``{message_id, index, revision, tool_call_ids}``:
+        appends a provider's whole response as one assistant message, the turn kept as it
+        came (``native``: thinking, signatures, reasoning items), its ``usage`` normalised.
+        An export to the same ``format`` replays it verbatim.
+
+        ``format``: ``anthropic_messages`` (a Message), ``openai_responses`` (a Response),
+        ``openai_chat`` (a ChatCompletion), ``gemini_contents`` (a
+        GenerateContentResponse; candidate 0). ``response``: the response as a dict (sent
+        as it is, member order kept) or the SDK's object, sent as the SDK sends a model
+        back: ``model_dump(mode="json", by_alias=True, exclude_unset=True)`` without its
+        ``__api_exclude__`` fields, bytes as standard base64 (see :mod:`convo._response`).
+        ``tool_call_ids`` are what the results of the turn's calls must name.
+        ``metadata`` is merged with ``{response_id, stop_reason}``. A response of another
+        format, or with no assistant output (failed, refused with empty content, no
+        candidate), is -32602 :class:`InvalidParams` and stores nothing."""
+        return await self.request(
+            "session/add_response",
+            _params(
+                session_id=session_id,
+                format=format,
+                response=response_object(response),
+                metadata=dict(metadata) if metadata is not None else None,
+                expected_revision=expected_revision,
+            ),
+        )
+
     async def history(
         self,
         session_id: str,
@@ -745,15 +787,25 @@ class AsyncClient:
         max_turns: int | None = None,
         *,
         max_tokens: int | None = None,
+        format: Format | None = None,
+        model: str | None = None,
+        thinking: bool | None = None,
+        store: bool | None = None,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        """Exactly one of ``max_turns`` and ``max_tokens``: ``{removed, revision, tokens?, fits?}``."""
+        """Exactly one of ``max_turns`` and ``max_tokens``: ``{removed, revision, tokens?, fits?}``.
+        With ``max_tokens``, the tokens are those of the ``format`` body (default
+        ``openai_chat``) built with ``model``, ``thinking`` and ``store`` (see :meth:`export`)."""
         return await self.request(
             "session/trim",
             _params(
                 session_id=session_id,
                 max_turns=max_turns,
                 max_tokens=max_tokens,
+                format=format,
+                model=model,
+                thinking=thinking,
+                store=store,
                 expected_revision=expected_revision,
             ),
         )
@@ -785,6 +837,21 @@ class AsyncClient:
                 archive=archive,
                 expected_revision=expected_revision,
             ),
+        )
+
+    async def pop(
+        self,
+        session_id: str,
+        *,
+        replace_with: Mapping[str, Any] | None = None,
+        expected_revision: int | None = None,
+    ) -> dict[str, Any]:
+        """``session/pop`` → ``{message, revision}``: removes the last stored message,
+        whatever its role, and returns it (``None`` on an empty session); ``replace_with``
+        (a message as ``add_message`` takes it) is stored in its place in the same step."""
+        return await self.request(
+            "session/pop",
+            _params(session_id=session_id, replace_with=replace_with, expected_revision=expected_revision),
         )
 
     async def clear(self, session_id: str, *, expected_revision: int | None = None) -> dict[str, Any]:
@@ -851,8 +918,10 @@ class AsyncClient:
         session_id: str | None = None,
     ) -> dict[str, Any]:
         """SessionInfo plus ``repaired: {added, dropped}``. With ``format``
-        (``openai_chat``, ``anthropic_messages``, ``gemini_contents``) ``data`` is that
-        provider's request body, and ``session_id`` names the new session."""
+        (``openai_chat``, ``openai_responses``, ``anthropic_messages``,
+        ``gemini_contents``) ``data`` is that provider's request body (each assistant turn
+        kept as its ``native`` form, so exporting it back gives the same body), and
+        ``session_id`` names the new session."""
         params: dict[str, Any] = {"data": dict(data)}
         if format is not None:
             params["format"] = format
@@ -867,19 +936,65 @@ class AsyncClient:
         return await self.request("session/from_dict", params)
 
     async def export(
-        self, session_id: str, format: str = "openai_chat", *, repair: bool = True, images: str | None = None
+        self,
+        session_id: str,
+        format: str = "openai_chat",
+        *,
+        repair: bool = True,
+        images: str | None = None,
+        model: str | None = None,
+        thinking: bool | None = None,
+        store: bool | None = None,
     ) -> dict[str, Any]:
-        """``{payload, warnings}``: the provider-ready request body parts."""
-        params: dict[str, Any] = _params(session_id=session_id, format=format, images=images)
+        """``{payload, warnings}``: the provider-ready request body parts
+        (``openai_chat``: ``{messages}``; ``openai_responses``: ``{instructions?, input}``;
+        ``anthropic_messages``: ``{system?, messages}``; ``gemini_contents``:
+        ``{system_instruction?, contents}``). A turn stored with ``native`` of this format
+        is replayed verbatim; the others are built from the common form, what the format
+        cannot carry left out with a warning.
+
+        ``model``: the model the request is for — only native bodies of that model (or it
+        plus a date) are replayed verbatim. ``thinking`` (``anthropic_messages``):
+        ``False`` leaves thinking blocks out. ``store`` (``openai_responses``): ``False``
+        for a stateless request, leaving out reasoning without ``encrypted_content``.
+        ``None`` leaves an option out (convo's default)."""
+        params: dict[str, Any] = _params(
+            session_id=session_id, format=format, images=images, model=model, thinking=thinking, store=store
+        )
         if not repair:
             params["repair"] = False
         return await self.request("session/export", params)
 
-    async def validate(self, session_id: str, format: str = "openai_chat") -> dict[str, Any]:
-        return await self.request("session/validate", {"session_id": session_id, "format": format})
+    async def validate(
+        self,
+        session_id: str,
+        format: str = "openai_chat",
+        *,
+        model: str | None = None,
+        thinking: bool | None = None,
+        store: bool | None = None,
+    ) -> dict[str, Any]:
+        """``{violations: [{index, rule, provider_error}]}`` for the history as
+        :meth:`export` with ``repair=False`` and these options would send it."""
+        return await self.request(
+            "session/validate",
+            _params(session_id=session_id, format=format, model=model, thinking=thinking, store=store),
+        )
 
-    async def count_tokens(self, session_id: str, format: str | None = None) -> dict[str, Any]:
-        return await self.request("session/count_tokens", _params(session_id=session_id, format=format))
+    async def count_tokens(
+        self,
+        session_id: str,
+        format: str | None = None,
+        *,
+        model: str | None = None,
+        thinking: bool | None = None,
+        store: bool | None = None,
+    ) -> dict[str, Any]:
+        """``{tokens}``: the tokens of what :meth:`export` with these options would send."""
+        return await self.request(
+            "session/count_tokens",
+            _params(session_id=session_id, format=format, model=model, thinking=thinking, store=store),
+        )
 
     def _turn_params(
         self,
@@ -1120,6 +1235,15 @@ class _RpcError(Exception):
 
 
 _STOP = object()
+
+
+def _runtime_answer(answer: Any) -> Any:
+    """A ``{format, response}`` answer whose response is an SDK object, made JSON."""
+    if isinstance(answer, dict) and "format" in answer and "response" in answer:
+        response = answer["response"]
+        if response is not None and not isinstance(response, Mapping):
+            return {**answer, "response": response_object(response)}
+    return answer
 
 
 async def _call_runtime(client: AsyncClient, handler: RuntimeHandler, params: dict[str, Any], stream: bool) -> Any:

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from ._client import UNSET, AsyncClient, RuntimeHandler
 from ._subscription import Change, Subscription
 from .errors import ConnectionClosed, SessionNotFound
+from .types import AddedResponse, Format, ResponseObject
 
 __all__ = ["Client", "SyncSubscription"]
 
@@ -266,7 +267,7 @@ class Client:
         return self._fast(AsyncClient.delete, session_id, expected_revision=expected_revision)
 
     def delete_many(
-        self, session_ids: list[str] | None = None, *, updated_before: str | None = None
+        self, session_ids: builtins.list[str] | None = None, *, updated_before: str | None = None
     ) -> dict[str, Any]:
         """``session/delete_many`` → ``{deleted}``, atomically."""
         return self._fast(AsyncClient.delete_many, session_ids, updated_before=updated_before)
@@ -320,6 +321,27 @@ class Client:
         """All or nothing: ``{message_ids, revision}``."""
         return self._fast(AsyncClient.add_messages, session_id, messages, expected_revision=expected_revision)
 
+    def add_response(
+        self,
+        session_id: str,
+        format: Format,
+        response: ResponseObject,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        expected_revision: int | None = None,
+    ) -> AddedResponse:
+        """``session/add_response`` → ``{message_id, index, revision, tool_call_ids}``: a
+        provider's whole response (a dict, or the SDK's object) appended as one assistant
+        message kept as it came; see :meth:`AsyncClient.add_response`."""
+        return self._fast(
+            AsyncClient.add_response,
+            session_id,
+            format,
+            response,
+            metadata=metadata,
+            expected_revision=expected_revision,
+        )
+
     def history(
         self,
         session_id: str,
@@ -347,11 +369,24 @@ class Client:
         max_turns: int | None = None,
         *,
         max_tokens: int | None = None,
+        format: Format | None = None,
+        model: str | None = None,
+        thinking: bool | None = None,
+        store: bool | None = None,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        """Exactly one of ``max_turns`` and ``max_tokens``: ``{removed, revision, tokens?, fits?}``."""
+        """Exactly one of ``max_turns`` and ``max_tokens``: ``{removed, revision, tokens?, fits?}``;
+        with ``max_tokens``, counted in the ``format`` body (see :meth:`AsyncClient.trim`)."""
         return self._fast(
-            AsyncClient.trim, session_id, max_turns, max_tokens=max_tokens, expected_revision=expected_revision
+            AsyncClient.trim,
+            session_id,
+            max_turns,
+            max_tokens=max_tokens,
+            format=format,
+            model=model,
+            thinking=thinking,
+            store=store,
+            expected_revision=expected_revision,
         )
 
     def fork(
@@ -359,6 +394,16 @@ class Client:
     ) -> dict[str, Any]:
         """SessionInfo of the new session (message ids kept; O(1))."""
         return self._fast(AsyncClient.fork, session_id, new_session_id, at_message_id=at_message_id)
+
+    def pop(
+        self,
+        session_id: str,
+        *,
+        replace_with: Mapping[str, Any] | None = None,
+        expected_revision: int | None = None,
+    ) -> dict[str, Any]:
+        """``session/pop`` → ``{message, revision}``."""
+        return self._fast(AsyncClient.pop, session_id, replace_with=replace_with, expected_revision=expected_revision)
 
     def rewind(
         self,
@@ -440,16 +485,53 @@ class Client:
         )
 
     def export(
-        self, session_id: str, format: str = "openai_chat", *, repair: bool = True, images: str | None = None
+        self,
+        session_id: str,
+        format: str = "openai_chat",
+        *,
+        repair: bool = True,
+        images: str | None = None,
+        model: str | None = None,
+        thinking: bool | None = None,
+        store: bool | None = None,
     ) -> dict[str, Any]:
-        """``{payload, warnings}``: the provider-ready request body parts."""
-        return self._fast(AsyncClient.export, session_id, format, repair=repair, images=images)
+        """``{payload, warnings}``: the provider-ready request body parts; native turns of
+        this format replayed verbatim (``model``, ``thinking``, ``store``: see
+        :meth:`AsyncClient.export`)."""
+        return self._fast(
+            AsyncClient.export,
+            session_id,
+            format,
+            repair=repair,
+            images=images,
+            model=model,
+            thinking=thinking,
+            store=store,
+        )
 
-    def validate(self, session_id: str, format: str = "openai_chat") -> dict[str, Any]:
-        return self._fast(AsyncClient.validate, session_id, format)
+    def validate(
+        self,
+        session_id: str,
+        format: str = "openai_chat",
+        *,
+        model: str | None = None,
+        thinking: bool | None = None,
+        store: bool | None = None,
+    ) -> dict[str, Any]:
+        """``{violations: [{index, rule, provider_error}]}``."""
+        return self._fast(AsyncClient.validate, session_id, format, model=model, thinking=thinking, store=store)
 
-    def count_tokens(self, session_id: str, format: str | None = None) -> dict[str, Any]:
-        return self._fast(AsyncClient.count_tokens, session_id, format)
+    def count_tokens(
+        self,
+        session_id: str,
+        format: str | None = None,
+        *,
+        model: str | None = None,
+        thinking: bool | None = None,
+        store: bool | None = None,
+    ) -> dict[str, Any]:
+        """``{tokens}``."""
+        return self._fast(AsyncClient.count_tokens, session_id, format, model=model, thinking=thinking, store=store)
 
     def run(
         self,
