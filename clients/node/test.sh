@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The Node client's checks, as CI runs them: install the dev dependencies (npm ci), build
-# (tsc) and type-check the tests, run the tests against the real binary, pack the client
-# and the linux-x64-gnu platform package, install both tarballs into a fresh project
-# OFFLINE, and run smoke.mjs there (the binary found through the platform package).
+# (tsc) and type-check the tests, run the tests against the real binary, then the
+# framework adapters' tests (test/frameworks: the OpenAI Agents SDK and the AI SDK, on
+# Node 22, which those frameworks need: installed from the npm registry's `node` package
+# when the machine's Node is older), pack the client and the linux-x64-gnu platform
+# package, install both tarballs into a fresh project OFFLINE, and run smoke.mjs there
+# (the binary found through the platform package); then install the frameworks there from
+# the registry, as a user would, and run smoke-frameworks.mjs (the subpath exports).
 #
 #   bash clients/node/test.sh [path/to/convo]    (default: target/release/convo)
 set -euo pipefail
@@ -30,6 +34,21 @@ npm run --silent check
 step "tests against $binary"
 CONVO_BINARY=$binary node --test test/*.test.mjs
 
+# ai 7 and openai 7 (under @openai/agents-core) declare engines node >= 22.
+NODE22_VERSION=22.23.3
+step "Node 22 for the framework adapters"
+if node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 22 ? 0 : 1)'; then
+  node22=$(command -v node)
+else
+  npm install --prefix "$work/node22" --no-audit --no-fund --no-save --loglevel=error "node@$NODE22_VERSION"
+  node22=$work/node22/node_modules/node/bin/node
+fi
+"$node22" -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 22 ? 0 : 1)' || fail "no Node 22 at $node22"
+echo "$node22: $("$node22" --version)"
+
+step "framework adapter tests (test/frameworks) against $binary, on Node $("$node22" --version)"
+CONVO_BINARY=$binary "$node22" --test test/frameworks/*.test.mjs
+
 step "pack"
 client=$(node pack.mjs client "$work" | node -pe 'JSON.parse(require("fs").readFileSync(0, "utf8")).tarball')
 platform_json=$(node pack.mjs platform linux-x64-gnu "$binary" "$work")
@@ -47,7 +66,7 @@ deps=$(node -pe 'Object.entries(require("./package.json").dependencies).map(([n,
 npm cache add --cache "$cache" --loglevel=error $deps
 app=$work/app
 mkdir "$app"
-cp smoke.mjs "$app/"
+cp smoke.mjs smoke-frameworks.mjs "$app/"
 cd "$app"
 printf '{ "name": "convo-smoke", "private": true, "type": "module" }\n' > package.json
 npm install --offline --cache "$cache" --no-audit --no-fund --loglevel=error "$client" "$platform"
@@ -60,6 +79,25 @@ step "type-check smoke.mjs against the installed .d.ts"
 
 step "smoke.mjs in the fresh project, the binary from the platform package"
 env -u CONVO_BINARY node smoke.mjs
+
+step "installing convo pulled in no framework (they are optional peer dependencies)"
+for framework in ai @openai/agents-core; do
+  [ ! -e "node_modules/$framework" ] || fail "installing convo installed $framework"
+done
+
+# The frameworks' versions the adapters are tested with: the client's devDependencies.
+frameworks=$(node -pe 'const d = require(process.argv[1]).devDependencies; ["@openai/agents-core", "ai", "zod"].map((n) => `${n}@${d[n]}`).join(" ")' "$here/package.json")
+step "install the frameworks into the fresh project from the registry, as a user would: $frameworks"
+# shellcheck disable=SC2086
+npm install --cache "$cache" --save-exact --no-audit --no-fund --loglevel=error $frameworks
+
+step "type-check smoke-frameworks.mjs against the installed .d.ts"
+"$here/node_modules/.bin/tsc" --noEmit --allowJs --checkJs --strict --skipLibCheck \
+  --module nodenext --moduleResolution nodenext --target es2022 --lib es2022 \
+  --types node --typeRoots "$here/node_modules/@types" smoke-frameworks.mjs
+
+step "smoke-frameworks.mjs in the fresh project (convo/openai-agents, convo/ai-sdk), on Node $("$node22" --version)"
+env -u CONVO_BINARY "$node22" smoke-frameworks.mjs
 
 echo
 echo "node client: all passed (platform package $(basename "$platform"): $platform_size bytes packed)"

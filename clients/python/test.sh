@@ -6,8 +6,10 @@
 #
 # 1. a fresh venv with maturin builds the wheel (the convo binary plus the pure-Python
 #    package), in the repo's target dir so that the release artifacts are reused;
-# 2. a second fresh venv installs that wheel with pytest, pycodeloop==0.8.2 and
-#    agent-core-py, and runs the tests against the installed `convo` (on PATH, no
+# 2. a second fresh venv installs that wheel with its framework extras (the pinned
+#    openai-agents and pydantic-ai-slim the adapters are tested against), pytest,
+#    pytest-asyncio (the OpenAI Agents SDK's own session tests use it), pycodeloop==0.8.2
+#    and agent-core-py, and runs the tests against the installed `convo` (on PATH, no
 #    CONVO_BINARY, no source tree on sys.path);
 # 3. `convo --version` from the venv.
 #
@@ -49,9 +51,11 @@ wheel=$(ls "$work"/dist/convo-*.whl)
 wheel_bytes=$(stat -c %s "$wheel")
 echo "built $(basename "$wheel"): $wheel_bytes bytes in $(($(date +%s) - t0)) s"
 
-echo "== test venv: the wheel, pytest, pycodeloop==0.8.2, agent-core-py"
+echo "== test venv: the wheel with its extras, pytest, pycodeloop==0.8.2, agent-core-py"
 "$python" -m venv "$work/venv"
-pip_install "$work/venv" "$wheel" "pytest>=8,<10" "pycodeloop==0.8.2" "agent-core-py==0.1.0"
+# The frameworks pinned exactly: the extras allow the minor series, CI tests these.
+pip_install "$work/venv" "${wheel}[openai-agents,pydantic-ai]" "openai-agents==0.24.0" "pydantic-ai-slim==2.68.0" \
+  "pytest>=8,<10" "pytest-asyncio==1.5.0" "pycodeloop==0.8.2" "agent-core-py==0.1.0"
 
 echo "== convo --version from the venv"
 version=$("$work/venv/bin/convo" --version)

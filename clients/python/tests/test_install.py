@@ -9,6 +9,8 @@ import subprocess
 import sys
 import sysconfig
 
+import pytest
+
 import convo
 
 
@@ -38,5 +40,24 @@ def test_python_dash_m_convo() -> None:
 def test_typed_package() -> None:
     pkg = pathlib.Path(convo.__file__).parent
     assert (pkg / "py.typed").is_file()
-    for mod in ("errors", "pycodeloop", "agent"):
+    for mod in ("errors", "pycodeloop", "agent", "integrations"):
         __import__(f"convo.{mod}")
+
+
+def test_frameworks_come_only_with_their_extras() -> None:
+    """`pip install convo` pulls in no framework; `convo[openai-agents]` and
+    `convo[pydantic-ai]` pull in the one they name."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution("convo")
+    except metadata.PackageNotFoundError:
+        pytest.skip("convo is imported from the source tree, not installed")
+    requires = dist.requires or []
+    assert all("extra ==" in r for r in requires), requires
+    assert {"openai-agents", "pydantic-ai"} <= set(dist.metadata.get_all("Provides-Extra") or [])
+    by_extra = {
+        r.split(";")[1].split("==")[1].strip().strip("'\"").replace("_", "-"): r.split(";")[0] for r in requires
+    }
+    assert by_extra["openai-agents"].startswith("openai-agents")
+    assert by_extra["pydantic-ai"].startswith("pydantic-ai-slim")

@@ -252,3 +252,60 @@ def test_message_is_pycodeloops_shape() -> None:
 
     m = Message(role="tool", content="x", tool_call_id="c")
     assert astuple(m) == astuple(SeedMessage(role="tool", content="x", tool_call_id="c"))
+
+
+# ---------------------------------------------------------------------------- empty answers
+
+
+def test_agent_goes_on_after_a_model_that_answered_nothing(default_client: convo.Client) -> None:
+    """pycodeloop's own Agent against a provider that answers nothing once (an empty
+    ``end_turn``: text "" and no calls), then normally: the run goes on, and the drop-in
+    sends the same requests and keeps the same history as the seed."""
+
+    def empty_then_normal() -> list[ProviderResponse]:
+        return [
+            ProviderResponse(text="", usage=Usage(90, 0)),
+            ProviderResponse(text="", tool_calls=[ToolCall("e1", "echo", {"x": 7})], usage=Usage(95, 5)),
+            ProviderResponse(text="", usage=Usage(100, 0)),
+            ProviderResponse(text="Seven.", usage=Usage(110, 2)),
+        ]
+
+    def drive(session) -> tuple[list, list, str]:
+        provider = ScriptedProvider(empty_then_normal())
+        agent = pycodeloop.Agent(provider, tools=[Echo()], system_prompt="S")
+        out = agent.run("go", session=session)
+        assert provider.script == []
+        return provider.requests, fields(session.history()), out
+
+    seed = drive(pycodeloop.Session(system_prompt="S"))
+    ours = drive(Session(system_prompt="S"))
+    assert ours == seed
+    assert ours[2] == "Seven."
+
+
+def test_an_empty_assistant_turn_is_stored_as_the_seed_stores_it(default_client: convo.Client) -> None:
+    """What a loop hands its session when a model answered nothing —
+    ``add_assistant("", tool_calls=None)`` — is stored (convo's ``allow_empty``) and comes
+    back equal, as the seed keeps it, instead of raising; export leaves it out with a
+    warning. (pycodeloop 0.8.2's own ``Agent.run`` retries an empty answer before storing
+    anything: the test above.)"""
+    seed = pycodeloop.Session(system_prompt="S")
+    ours = Session(system_prompt="S")
+    for s in (seed, ours):
+        s.add_user("hi")
+        s.add_assistant("", tool_calls=None)
+        s.add_user("still there?")
+        s.add_assistant("Yes.")
+    assert fields(ours.history()) == fields(seed.history())
+    assert fields(ours.history())[1] == ("assistant", "", None, None, None)
+    exported = default_client.export(ours.session_id, "openai_chat")
+    assert [m["role"] for m in exported["payload"]["messages"]] == ["system", "user", "user", "assistant"]
+    assert {"index": 1, "message": "an empty message was left out"} in exported["warnings"]
+    # The client methods take it too, async and blocking alike.
+    sid = default_client.create()["session_id"]
+    default_client.add_user(sid, "q")
+    default_client.add_assistant(sid, None, allow_empty=True)
+    default_client.add_message(sid, {"role": "assistant", "content": ""}, allow_empty=True)
+    with pytest.raises(convo.InvalidParams):
+        default_client.add_assistant(sid, "")
+    assert [m["content"] for m in default_client.history(sid)["messages"]] == ["q", None, ""]

@@ -677,12 +677,19 @@ class AsyncClient:
         text: Any = None,
         tool_calls: Sequence[Mapping[str, Any]] | None = None,
         *,
+        allow_empty: bool = False,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
+        """``session/add_assistant`` → ``{message_id, index, revision}``. A turn with neither
+        text nor tool calls is -32602 :class:`InvalidParams` unless ``allow_empty=True``: then
+        it is stored as given (a model that answered nothing), and ``export`` leaves it out
+        with a warning."""
         params = _params(session_id=session_id, expected_revision=expected_revision)
         params["text"] = text
         if tool_calls is not None:
             params["tool_calls"] = list(tool_calls)
+        if allow_empty:
+            params["allow_empty"] = True
         return await self.request("session/add_assistant", params)
 
     async def add_tool_result(
@@ -699,11 +706,21 @@ class AsyncClient:
         return await self.request("session/add_tool_result", params)
 
     async def add_message(
-        self, session_id: str, message: Mapping[str, Any], *, expected_revision: int | None = None
+        self,
+        session_id: str,
+        message: Mapping[str, Any],
+        *,
+        allow_empty: bool = False,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
+        """``session/add_message``. ``allow_empty=True`` stores an assistant message with
+        neither text nor tool calls (sent as the message's ``allow_empty`` member)."""
+        msg = dict(message)
+        if allow_empty:
+            msg["allow_empty"] = True
         return await self.request(
             "session/add_message",
-            _params(session_id=session_id, message=dict(message), expected_revision=expected_revision),
+            _params(session_id=session_id, message=msg, expected_revision=expected_revision),
         )
 
     async def add_messages(

@@ -289,9 +289,18 @@ class Client:
         text: Any = None,
         tool_calls: Sequence[Mapping[str, Any]] | None = None,
         *,
+        allow_empty: bool = False,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        return self._fast(AsyncClient.add_assistant, session_id, text, tool_calls, expected_revision=expected_revision)
+        """``session/add_assistant``; ``allow_empty=True`` stores a turn that said nothing."""
+        return self._fast(
+            AsyncClient.add_assistant,
+            session_id,
+            text,
+            tool_calls,
+            allow_empty=allow_empty,
+            expected_revision=expected_revision,
+        )
 
     def add_tool_result(
         self,
@@ -307,9 +316,17 @@ class Client:
         )
 
     def add_message(
-        self, session_id: str, message: Mapping[str, Any], *, expected_revision: int | None = None
+        self,
+        session_id: str,
+        message: Mapping[str, Any],
+        *,
+        allow_empty: bool = False,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        return self._fast(AsyncClient.add_message, session_id, message, expected_revision=expected_revision)
+        """``session/add_message``; ``allow_empty=True`` stores an assistant message that said nothing."""
+        return self._fast(
+            AsyncClient.add_message, session_id, message, allow_empty=allow_empty, expected_revision=expected_revision
+        )
 
     def add_messages(
         self,

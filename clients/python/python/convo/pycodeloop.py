@@ -13,9 +13,10 @@ Change ``from pycodeloop import Session`` (or ``pycodeloop.core.session``) to
 Where convo must differ from the seed (spec section 12):
 
 - A tool result the seed stored silently but convo refuses (late: the conversation moved
-  on; duplicate; unknown id) raises :class:`convo.InvalidSequence`, and bad base64 or an
-  assistant message with neither text nor tool calls raises :class:`convo.InvalidParams`;
-  both subclass ``ValueError`` and their message starts with the convo error kind.
+  on; duplicate; unknown id) raises :class:`convo.InvalidSequence`, and bad base64 raises
+  :class:`convo.InvalidParams`; both subclass ``ValueError`` and their message starts with
+  the convo error kind. An assistant turn with neither text nor tool calls (a model that
+  answered nothing) is stored, as the seed stores it, with convo's ``allow_empty``.
 - ``history()`` repairs the trailing group's unanswered calls in the returned view only
   (nothing is stored), so a real result that arrives later is still accepted; calls left
   unanswered when the conversation moves on get their "Cancelled" result stored at once.
@@ -141,8 +142,12 @@ class Session:
             self._client.add_user(self._session_id, text, images)
 
     def add_assistant(self, text: str, tool_calls: list[dict] | None = None) -> None:
+        """Stores the turn as the seed does, an empty one too: a model that answered
+        nothing (``""``, no calls) is kept with convo's ``allow_empty`` (``export`` leaves
+        it out with a warning) instead of raising, so the loop that stores it goes on."""
         with self._lock:
-            self._client.add_assistant(self._session_id, text, tool_calls)
+            empty = not text and not tool_calls
+            self._client.add_assistant(self._session_id, text, tool_calls, allow_empty=empty)
 
     def add_tool_result(self, tool_call_id: str, content: str) -> None:
         """Raises :class:`convo.InvalidSequence` (a ``ValueError``) for a result convo

@@ -1,0 +1,354 @@
+// @ts-check
+// `convo/ai-sdk` under the AI SDK's own loop (`generateText` of `ai` 7, with tools and
+// `stopWhen`) and its offline model, `MockLanguageModelV4`: a tool loop with parallel
+// calls and reasoning whose signature must survive, a second turn, a crash between a
+// call and its result, a reopen in a new process, and a differential run against the
+// plain array an app keeps without convo.
+import assert from "node:assert/strict";
+import test from "node:test";
+import { generateText, modelMessageSchema, stepCountIs, tool } from "ai";
+import { MockLanguageModelV4, mockId } from "ai/test";
+import { z } from "zod";
+import { ConvoChatHistory } from "convo/ai-sdk";
+import { BINARY, assertValidEverywhere, clean, convoView, kill9, readInNewProcess, sqliteStore } from "./helpers.mjs";
+
+const CANCELLED = "Cancelled — connection was lost before this tool ran.";
+
+/** @typedef {import("ai").ModelMessage} ModelMessage */
+/** @typedef {import("@ai-sdk/provider").LanguageModelV4GenerateResult} Step */
+/** @typedef {import("@ai-sdk/provider").LanguageModelV4Content} Content */
+
+const usage = {
+  inputTokens: { total: 20, noCache: 20, cacheRead: undefined, cacheWrite: undefined },
+  outputTokens: { total: 8, text: 6, reasoning: 2 },
+};
+/**
+ * One model answer.
+ * @param {Content[]} content
+ * @returns {Step}
+ */
+const step = (content) => ({
+  content,
+  finishReason: content.some((c) => c.type === "tool-call") ? { unified: "tool-calls", raw: "tool_use" } : { unified: "stop", raw: "end_turn" },
+  usage,
+  warnings: [],
+});
+/** Reasoning as Anthropic's provider gives it: its signature in the provider metadata.
+ * @param {string} text @param {string} signature @returns {Content} */
+const thinking = (text, signature) => ({ type: "reasoning", text, providerMetadata: { anthropic: { signature } } });
+/** @param {string} text @returns {Content} */
+const text = (text) => ({ type: "text", text });
+/** @param {string} id @param {string} city @returns {Content} */
+const call = (id, city) => ({ type: "tool-call", toolCallId: id, toolName: "weather", input: JSON.stringify({ city }) });
+
+/** The model's answers for a two-turn run: parallel calls, then an answer; a call, then an answer. */
+const SCRIPT = [
+  step([thinking("I need the weather in both cities.", "EqRb-sig-1"), text("Checking both cities."), call("toolu_paris", "Paris"), call("toolu_london", "London")]),
+  step([thinking("Rain in both.", "EqRb-sig-2"), text("Pack an umbrella and a light jacket.")]),
+  step([thinking("Rome next.", "EqRb-sig-3"), call("toolu_rome", "Rome")]),
+  step([text("Rome is rainy too: the umbrella stays.")]),
+];
+
+/** @param {Step[]} script */
+function scriptedModel(script) {
+  let next = 0;
+  return new MockLanguageModelV4({
+    doGenerate: async () => {
+      const answer = script[next++];
+      if (!answer) throw new Error("the model was called more often than scripted");
+      return answer;
+    },
+  });
+}
+
+const weather = tool({
+  description: "The weather in a city.",
+  inputSchema: z.object({ city: z.string() }),
+  execute: async ({ city }) => `${city}: 14 °C, light rain`,
+});
+
+/**
+ * What an app keeps between turns: convo's history, or a plain array.
+ * @typedef {{ load(): Promise<ModelMessage[]>, append(messages: ModelMessage[]): Promise<void> }} History
+ */
+
+/** @returns {History & { messages: ModelMessage[] }} */
+function plainArray() {
+  /** @type {ModelMessage[]} */
+  const messages = [];
+  return { messages, load: async () => structuredClone(messages), append: async (m) => void messages.push(...structuredClone(m)) };
+}
+
+/**
+ * One turn as an app runs it.
+ * @param {History} history @param {MockLanguageModelV4} model @param {string} input
+ */
+async function turn(history, model, input) {
+  /** @type {ModelMessage} */
+  const user = { role: "user", content: input };
+  const result = await generateText({ model, tools: { weather }, messages: [...(await history.load()), user], stopWhen: stepCountIs(5) });
+  await history.append([user, ...result.responseMessages]);
+  return result;
+}
+
+/** What the model was sent, call by call. @param {MockLanguageModelV4} model */
+const prompts = (model) => model.doGenerateCalls.map((c) => JSON.parse(JSON.stringify({ prompt: c.prompt, tools: c.tools, toolChoice: c.toolChoice })));
+
+/** @param {History} history */
+async function twoTurns(history) {
+  const model = scriptedModel(SCRIPT);
+  assert.equal((await turn(history, model, "What should I pack for Paris and London tomorrow?")).text, "Pack an umbrella and a light jacket.");
+  assert.equal((await turn(history, model, "And for Rome?")).text, "Rome is rainy too: the umbrella stays.");
+  return prompts(model);
+}
+
+/** @param {unknown[]} messages */
+function assertModelMessages(messages) {
+  for (const m of messages) assert.ok(modelMessageSchema.safeParse(m).success, `modelMessageSchema: ${JSON.stringify(m)}`);
+}
+
+test("a two-turn tool loop: the model is sent what the plain array gives it, messages come back equal, convo's view is valid", async () => {
+  const array = plainArray();
+  const expected = await twoTurns(array);
+
+  const store = sqliteStore();
+  const history = await ConvoChatHistory.open({ sessionId: "ai-two-turns", store, binary: BINARY });
+  try {
+    const sent = await twoTurns(history);
+    assert.deepEqual(sent.at(-1), expected.at(-1), "the last request is the same");
+    assert.deepEqual(sent, expected, "every request is the same");
+    const loaded = await history.load();
+    assert.deepEqual(clean(loaded), clean(array.messages), "messages come back equal (as JSON: undefined members left out)");
+    assertModelMessages(loaded);
+    // The signature is kept exactly where the AI SDK put it.
+    const first = /** @type {any} */ (loaded[1]).content[0];
+    assert.deepEqual(first, { type: "reasoning", text: "I need the weather in both cities.", providerOptions: { anthropic: { signature: "EqRb-sig-1" } } });
+
+    const client = await history.client();
+    assert.deepEqual(await convoView(client, "ai-two-turns"), [
+      "user",
+      "assistant[toolu_paris,toolu_london]",
+      "tool:toolu_paris",
+      "tool:toolu_london",
+      "assistant[]",
+      "user",
+      "assistant[toolu_rome]",
+      "tool:toolu_rome",
+      "assistant[]",
+    ]);
+    const exports = await assertValidEverywhere(client, "ai-two-turns");
+    // Signed reasoning is stored as Anthropic's own blocks: the Anthropic export replays it.
+    const anthropic = /** @type {any[]} */ (exports["anthropic_messages"]?.payload["messages"]);
+    assert.deepEqual(anthropic[1].content[0], { type: "thinking", thinking: "I need the weather in both cities.", signature: "EqRb-sig-1" });
+    assert.deepEqual(anthropic[1].content.slice(2).map((/** @type {any} */ b) => [b.type, b.id, b.input]), [
+      ["tool_use", "toolu_paris", { city: "Paris" }],
+      ["tool_use", "toolu_london", { city: "London" }],
+    ]);
+    assert.deepEqual(exports["anthropic_messages"]?.warnings, []);
+  } finally {
+    await history.close();
+  }
+  assert.deepEqual(await readInNewProcess("ai-sdk", "ai-two-turns", store), clean(array.messages), "the same from a new process");
+});
+
+test("the v7 trap: result.response.messages is the last step only; responseMessages is every step", async () => {
+  const result = await generateText({ model: scriptedModel(SCRIPT.slice(0, 2)), tools: { weather }, prompt: "Pack?", stopWhen: stepCountIs(5) });
+  assert.deepEqual(result.response.messages.map((m) => m.role), ["assistant"]);
+  assert.deepEqual(result.responseMessages.map((m) => m.role), ["assistant", "tool", "assistant"]);
+});
+
+test("kill -9 between a call and its result: load() answers the calls with convo's cancellation text, and the next turn goes on", async () => {
+  const store = sqliteStore();
+  const sessionId = "ai-crash";
+  // A host appended the user's message and the model's parallel calls (say from
+  // onStepFinish), then died before the tools returned.
+  const before = await ConvoChatHistory.open({ sessionId, store, binary: BINARY });
+  /** @type {ModelMessage[]} */
+  const stored = [
+    { role: "user", content: "What should I pack for Paris and London tomorrow?" },
+    {
+      role: "assistant",
+      content: [
+        { type: "reasoning", text: "I need the weather in both cities.", providerOptions: { anthropic: { signature: "EqRb-sig-1" } } },
+        { type: "tool-call", toolCallId: "toolu_paris", toolName: "weather", input: { city: "Paris" } },
+        { type: "tool-call", toolCallId: "toolu_london", toolName: "weather", input: { city: "London" } },
+      ],
+    },
+  ];
+  await before.append(stored);
+  await kill9(await before.client());
+  await before.close();
+
+  const history = await ConvoChatHistory.open({ sessionId, store, binary: BINARY });
+  try {
+    const cancelled = (/** @type {string} */ toolCallId) => ({ type: "tool-result", toolCallId, toolName: "weather", output: { type: "error-text", value: CANCELLED } });
+    const repaired = [...stored, { role: "tool", content: [cancelled("toolu_paris"), cancelled("toolu_london")] }];
+    const loaded = await history.load();
+    assert.deepEqual(loaded, repaired, "the calls come back answered, as the AI SDK's own tool message");
+    assertModelMessages(loaded);
+    assert.deepEqual(await readInNewProcess("ai-sdk", sessionId, store), repaired, "the same in a new process");
+
+    const model = scriptedModel([step([text("The lookups were lost: shall I try again?")])]);
+    const result = await turn(history, model, "Well?");
+    assert.equal(result.text, "The lookups were lost: shall I try again?");
+    const prompt = /** @type {any[]} */ (prompts(model)[0].prompt);
+    assert.deepEqual(
+      prompt[2].content.map((/** @type {any} */ p) => [p.type, p.toolCallId, p.output]),
+      [
+        ["tool-result", "toolu_paris", { type: "error-text", value: CANCELLED }],
+        ["tool-result", "toolu_london", { type: "error-text", value: CANCELLED }],
+      ],
+    );
+
+    const client = await history.client();
+    assert.deepEqual(await convoView(client, sessionId), ["user", "assistant[toolu_paris,toolu_london]", "tool:toolu_paris", "tool:toolu_london", "user", "assistant[]"]);
+    await assertValidEverywhere(client, sessionId);
+    const after = await history.load();
+    assert.deepEqual(after.slice(0, 3), repaired, "the stored cancellations read as before");
+    assertModelMessages(after);
+  } finally {
+    await history.close();
+  }
+});
+
+test("bytes, URLs, images, files and empty answers come back equal", async () => {
+  const history = await ConvoChatHistory.open({ sessionId: "ai-bytes", store: "memory", binary: BINARY });
+  try {
+    const png = new Uint8Array([137, 80, 78, 71, 13, 10, 26, 10, 0, 0, 0, 13]);
+    /** @type {ModelMessage[]} */
+    const messages = [
+      { role: "system", content: "You are terse." },
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "What is in these?" },
+          { type: "image", image: png, mediaType: "image/png" },
+          { type: "file", data: new URL("https://example.com/report.pdf"), mediaType: "application/pdf" },
+          { type: "file", data: { type: "data", data: png }, mediaType: "image/png", filename: "chart.png" },
+        ],
+        providerOptions: { anthropic: { cacheControl: { type: "ephemeral" } } },
+      },
+      { role: "assistant", content: "" },
+      { role: "user", content: "Anything?" },
+      { role: "assistant", content: [] },
+      { role: "user", content: "Use a tool." },
+      { role: "assistant", content: [{ type: "tool-call", toolCallId: "c1", toolName: "chart", input: { $convo: "a member named like the codec's tag" } }] },
+      {
+        role: "tool",
+        content: [{ type: "tool-result", toolCallId: "c1", toolName: "chart", output: { type: "content", value: [{ type: "text", text: "a chart" }, { type: "file", mediaType: "image/png", data: { type: "data", data: png } }] } }],
+      },
+    ];
+    await history.append(messages);
+    const loaded = await history.load();
+    assert.deepEqual(clean(loaded), clean(messages));
+    assertModelMessages(loaded);
+    const client = await history.client();
+    const { messages: stored } = await client.history({ session_id: "ai-bytes" });
+    assert.equal(stored[1]?.images?.length, 2, "the images are in convo's common form too");
+    assert.deepEqual(
+      stored.map((m) => m.content),
+      ["You are terse.", "What is in these?", null, "Anything?", null, "Use a tool.", null, "a chart"],
+    );
+  } finally {
+    await history.close();
+  }
+});
+
+test("a tool that needs approval: the pending call is not answered, the approval and the result are stored", async () => {
+  const book = tool({
+    description: "Books a hotel.",
+    inputSchema: z.object({ city: z.string() }),
+    needsApproval: true,
+    execute: async ({ city }) => `Booked in ${city}.`,
+  });
+  const script = [step([{ type: "tool-call", toolCallId: "toolu_book", toolName: "book", input: JSON.stringify({ city: "Paris" }) }]), step([text("Booked.")])];
+  /** @param {History} history */
+  const flow = async (history) => {
+    const model = scriptedModel(script);
+    const _internal = { generateId: mockId({ prefix: "approval" }) }; // the approval ids, as the other run's
+    /** @type {ModelMessage} */
+    const user = { role: "user", content: "Book Paris." };
+    const first = await generateText({ model, tools: { book }, messages: [...(await history.load()), user], stopWhen: stepCountIs(5), _internal });
+    await history.append([user, ...first.responseMessages]);
+    const pending = await history.load();
+    const request = /** @type {any} */ (pending.at(-1)).content.find((/** @type {any} */ p) => p.type === "tool-approval-request");
+    assert.ok(request, "the model's call waits for an approval");
+    /** @type {ModelMessage} */
+    const approval = { role: "tool", content: [{ type: "tool-approval-response", approvalId: request.approvalId, approved: true }] };
+    await history.append([approval]);
+    const second = await generateText({ model, tools: { book }, messages: await history.load(), stopWhen: stepCountIs(5), _internal });
+    await history.append(second.responseMessages);
+    return { prompts: prompts(model), pending };
+  };
+  const array = plainArray();
+  const expected = await flow(array);
+  const history = await ConvoChatHistory.open({ sessionId: "ai-approval", store: "memory", binary: BINARY });
+  try {
+    const got = await flow(history);
+    assert.deepEqual(clean(got.pending), clean(expected.pending), "the pending call is not answered as cancelled");
+    assert.deepEqual(got.prompts, expected.prompts);
+    assert.deepEqual(clean(await history.load()), clean(array.messages));
+    const client = await history.client();
+    const { messages } = await client.history({ session_id: "ai-approval" });
+    assert.equal(messages.find((m) => m.role === "tool")?.content, "Booked in Paris.");
+    await assertValidEverywhere(client, "ai-approval");
+  } finally {
+    await history.close();
+  }
+});
+
+test("open() creates the session; a shared client stays up after close(); other clients' messages read as ModelMessages", async () => {
+  const { ConvoClient } = await import("convo");
+  const client = await ConvoClient.start({ binary: BINARY, store: "memory" });
+  try {
+    const history = await ConvoChatHistory.open({ sessionId: "ai-shared", client });
+    assert.equal((await client.getSession({ session_id: "ai-shared" })).message_count, 0);
+    await history.append([{ role: "user", content: "hi" }]);
+    await client.addAssistant({ session_id: "ai-shared", text: "hello", tool_calls: [{ id: "c1", name: "f", arguments: { a: 1 } }, { id: "c2", name: "g", arguments: {} }] });
+    await client.addToolResult({ session_id: "ai-shared", tool_call_id: "c1", content: "done" });
+    const loaded = await history.load();
+    assert.deepEqual(loaded, [
+      { role: "user", content: "hi" },
+      { role: "assistant", content: [{ type: "text", text: "hello" }, { type: "tool-call", toolCallId: "c1", toolName: "f", input: { a: 1 } }, { type: "tool-call", toolCallId: "c2", toolName: "g", input: {} }] },
+      {
+        role: "tool",
+        content: [
+          { type: "tool-result", toolCallId: "c1", toolName: "f", output: { type: "text", value: "done" } },
+          { type: "tool-result", toolCallId: "c2", toolName: "g", output: { type: "error-text", value: CANCELLED } },
+        ],
+      },
+    ]);
+    assertModelMessages(loaded);
+    // An Anthropic turn stored as it came reads with its signed thinking.
+    await client.addUser({ session_id: "ai-shared", text: "More?" });
+    await client.addResponse({
+      session_id: "ai-shared",
+      format: "anthropic_messages",
+      response: {
+        id: "msg_1",
+        type: "message",
+        role: "assistant",
+        model: "claude-opus-4-6",
+        content: [
+          { type: "thinking", thinking: "Short answer.", signature: "EqRb-9" },
+          { type: "text", text: "No." },
+        ],
+        stop_reason: "end_turn",
+        usage: { input_tokens: 10, output_tokens: 5 },
+      },
+    });
+    const more = await history.load();
+    assert.deepEqual(more.at(-1), {
+      role: "assistant",
+      content: [
+        { type: "reasoning", text: "Short answer.", providerOptions: { anthropic: { signature: "EqRb-9" } } },
+        { type: "text", text: "No." },
+      ],
+    });
+    assertModelMessages(more);
+    await history.close();
+    assert.equal((await client.getSession({ session_id: "ai-shared" })).message_count, 6);
+  } finally {
+    await client.dispose();
+  }
+});
