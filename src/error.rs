@@ -64,6 +64,10 @@ pub enum Error {
     /// `$/cancelRequest` ended the request; `message_ids` are what a stream kept.
     #[error("request cancelled")]
     Cancelled { message_ids: Vec<String> },
+    /// A `message_id` given to an append is already used in the session by a different
+    /// message, or a retried batch matches only in part; nothing was stored.
+    #[error("message exists: message_id {} {detail}", quote(.message_id))]
+    MessageExists { message_id: String, detail: &'static str },
     /// A bug: an invariant did not hold.
     #[error("internal error: {0}")]
     Internal(String),
@@ -94,6 +98,10 @@ impl RuntimeReason {
 impl Error {
     pub fn invalid(detail: impl std::fmt::Display) -> Self {
         Error::InvalidParams(detail.to_string())
+    }
+
+    pub fn message_exists(message_id: String, detail: &'static str) -> Self {
+        Error::MessageExists { message_id, detail }
     }
 
     /// Names the member an invalid-params error is about (`messages[2]: …`).

@@ -110,8 +110,9 @@ type Client struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	// sent, when set (by tests), sees the method of every request sent.
-	sent func(method string)
+	// sent, when set (by tests), sees the method and the frame of every request sent,
+	// before the frame is written.
+	sent func(method string, frame []byte)
 }
 
 type response struct {
@@ -274,7 +275,7 @@ func (c *Client) sendWith(ctx context.Context, method string, params any, force 
 	c.pending[id] = &waiter{ch: ch, onReply: onReply}
 	c.mu.Unlock()
 	if c.sent != nil {
-		c.sent(method)
+		c.sent(method, frame)
 	}
 	if err := c.write(ctx, frame); err != nil {
 		c.forget(id)

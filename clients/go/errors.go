@@ -34,6 +34,10 @@ var (
 	// ErrInvalidOutput is code 1009: session/json's last answer is not JSON or breaks
 	// the schema; see ErrorData.Errors and ErrorData.Text.
 	ErrInvalidOutput = errors.New("convo: invalid output")
+	// ErrMessageExists is code 1010: a MessageID given to an append is held in the
+	// session by a different message (ErrorData.MessageID), or an AddMessages retry
+	// matches only some of its messages; nothing was stored.
+	ErrMessageExists = errors.New("convo: message exists")
 	// ErrCancelled is code -32800: the server ended the request after a
 	// $/cancelRequest. (A call whose own ctx ends returns ctx.Err() instead.)
 	ErrCancelled = errors.New("convo: request cancelled")
@@ -71,6 +75,7 @@ const (
 	CodeMessageNotFound    = 1007
 	CodeRuntimeFailed      = 1008
 	CodeInvalidOutput      = 1009
+	CodeMessageExists      = 1010
 	CodeRequestCancelled   = -32800
 	CodeParseError         = -32700
 	CodeInvalidRequest     = -32600
@@ -89,6 +94,7 @@ var sentinels = map[int]error{
 	CodeMessageNotFound:    ErrMessageNotFound,
 	CodeRuntimeFailed:      ErrRuntimeFailed,
 	CodeInvalidOutput:      ErrInvalidOutput,
+	CodeMessageExists:      ErrMessageExists,
 	CodeRequestCancelled:   ErrCancelled,
 	CodeParseError:         ErrParse,
 	CodeInvalidRequest:     ErrInvalidRequest,
@@ -143,7 +149,7 @@ func (e *RPCError) DecodeData(v any) error {
 type ErrorData struct {
 	// Kind names the error: session_not_found, session_exists, revision_conflict,
 	// invalid_sequence, too_large, storage_unavailable, message_not_found,
-	// runtime_failed, invalid_output, request_cancelled.
+	// runtime_failed, invalid_output, message_exists, request_cancelled.
 	Kind string `json:"kind"`
 	// SessionID: 1001, 1002.
 	SessionID string `json:"session_id,omitempty"`
@@ -161,7 +167,7 @@ type ErrorData struct {
 	// Size and Limit: 1005.
 	Size  *int64 `json:"size,omitempty"`
 	Limit *int64 `json:"limit,omitempty"`
-	// MessageID: 1007.
+	// MessageID: 1007, 1010.
 	MessageID string `json:"message_id,omitempty"`
 	// Detail and Error: 1008 (Error: the host's error object).
 	Detail string          `json:"detail,omitempty"`

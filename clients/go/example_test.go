@@ -188,11 +188,29 @@ func ExampleClient_AddResponse() {
 	fmt.Println(s.Usage.InputTokens, s.Usage.CacheReadTokens, s.Usage.ReasoningTokens) // 4230 1912 189: what the loop spent
 }
 
+func Example_exactlyOnce() {
+	ctx := context.Background()
+	c, err := convo.Start(ctx, convo.WithStore("memory"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateSession(ctx, convo.CreateSessionParams{SessionID: "demo"}); err != nil {
+		log.Fatal(err)
+	}
+
+	id := "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"
+	a, _ := c.AddUser(ctx, convo.AddUserParams{SessionID: "demo", Text: "Ship it.", MessageID: id})
+	b, _ := c.AddUser(ctx, convo.AddUserParams{SessionID: "demo", Text: "Ship it.", MessageID: id})
+	fmt.Println(a.MessageID == id, a.Duplicate, b.Index == a.Index, b.Duplicate) // true false true true
+}
+
 // TestExamples runs the examples (they print ids and times, so they have no Output).
 func TestExamples(t *testing.T) {
 	t.Setenv("CONVO_BINARY", binary(t))
 	Example()
 	Example_errors()
+	Example_exactlyOnce()
 	ExampleWithRuntime()
 	ExampleClient_Subscribe()
 	ExampleClient_AddResponse()

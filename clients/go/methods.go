@@ -1,6 +1,11 @@
 package convo
 
-import "context"
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+)
 
 // The typed methods, one per method of protocol/openrpc.json (shutdown is sent by Close,
 // and by Shutdown). Errors are *RPCError, matching the sentinels with errors.Is.
@@ -61,22 +66,36 @@ func (c *Client) DeleteSessions(ctx context.Context, params DeleteSessionsParams
 	return call[DeletedMany](ctx, c, "session/delete_many", params)
 }
 
+// The appends (AddUser, AddAssistant, AddToolResult, AddResponse, AddMessage and
+// AddMessages) are exactly once when the server says Capabilities.ExactlyOnce: every
+// message gets an id (its MessageID, or a random UUID v4 chosen here when empty), and a
+// call that failed with ErrStorageUnavailable is sent once more, the same. When the
+// first attempt did commit after all, the retry is answered as it was, with Duplicate
+// set. No other error is retried. A server without the capability would ignore the ids
+// (a retry could store the message twice): to it the appends go as given, once.
+
 // AddUser appends a user message (session/add_user). Unanswered calls of the trailing
 // tool-call group are cancelled first.
 func (c *Client) AddUser(ctx context.Context, params AddUserParams) (*Added, error) {
-	return call[Added](ctx, c, "session/add_user", params)
+	once := c.exactlyOnce()
+	params.MessageID = messageID(params.MessageID, once)
+	return appendOnce[Added](ctx, c, "session/add_user", params, once)
 }
 
 // AddAssistant appends an assistant message, with text, tool calls or both
 // (session/add_assistant).
 func (c *Client) AddAssistant(ctx context.Context, params AddAssistantParams) (*Added, error) {
-	return call[Added](ctx, c, "session/add_assistant", params)
+	once := c.exactlyOnce()
+	params.MessageID = messageID(params.MessageID, once)
+	return appendOnce[Added](ctx, c, "session/add_assistant", params, once)
 }
 
 // AddToolResult appends the result of an unanswered call of the trailing group
 // (session/add_tool_result); ErrInvalidSequence when the rules refuse it.
 func (c *Client) AddToolResult(ctx context.Context, params AddToolResultParams) (*Added, error) {
-	return call[Added](ctx, c, "session/add_tool_result", params)
+	once := c.exactlyOnce()
+	params.MessageID = messageID(params.MessageID, once)
+	return appendOnce[Added](ctx, c, "session/add_tool_result", params, once)
 }
 
 // AddResponse appends a provider's whole response object, as the host received it, as
@@ -87,18 +106,35 @@ func (c *Client) AddToolResult(ctx context.Context, params AddToolResultParams) 
 // params.Format, or with no assistant output (failed, refused with no content, no
 // candidate), is ErrInvalidParams, and nothing is stored.
 func (c *Client) AddResponse(ctx context.Context, params AddResponseParams) (*AddedResponse, error) {
-	return call[AddedResponse](ctx, c, "session/add_response", params)
+	once := c.exactlyOnce()
+	params.MessageID = messageID(params.MessageID, once)
+	return appendOnce[AddedResponse](ctx, c, "session/add_response", params, once)
 }
 
-// AddMessage appends any message under the same rules (session/add_message).
+// AddMessage appends any message under the same rules (session/add_message); its id is
+// params.MessageID or params.Message.MessageID.
 func (c *Client) AddMessage(ctx context.Context, params AddMessageParams) (*Added, error) {
-	return call[Added](ctx, c, "session/add_message", params)
+	once := c.exactlyOnce()
+	if params.Message.MessageID == "" {
+		params.MessageID = messageID(params.MessageID, once)
+	}
+	return appendOnce[Added](ctx, c, "session/add_message", params, once)
 }
 
 // AddMessages appends messages in order, all or nothing, in one revision
-// (session/add_messages).
+// (session/add_messages); each message's id is its MessageID.
 func (c *Client) AddMessages(ctx context.Context, params AddMessagesParams) (*AddedMany, error) {
-	return call[AddedMany](ctx, c, "session/add_messages", params)
+	once := c.exactlyOnce()
+	if once && len(params.Messages) > 0 {
+		// A copy: the caller's messages are left as they are.
+		messages := make([]MessageInput, len(params.Messages))
+		copy(messages, params.Messages)
+		for i := range messages {
+			messages[i].MessageID = messageID(messages[i].MessageID, once)
+		}
+		params.Messages = messages
+	}
+	return appendOnce[AddedMany](ctx, c, "session/add_messages", params, once)
 }
 
 // History returns the messages, repaired unless Repair is Ptr(false) (session/history).
@@ -202,6 +238,38 @@ func (c *Client) JSON(ctx context.Context, params JSONParams) (*JSONAnswer, erro
 // {"partial": true, "reason": "cancelled"}).
 func (c *Client) Stream(ctx context.Context, params RunParams) (*RunAnswer, error) {
 	return call[RunAnswer](ctx, c, "session/stream", params)
+}
+
+// exactlyOnce reports whether the server's initialize said Capabilities.ExactlyOnce.
+func (c *Client) exactlyOnce() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.info != nil && c.info.Capabilities.ExactlyOnce
+}
+
+// appendOnce is call for an append: when once holds (the params carry their ids), a call
+// that failed with ErrStorageUnavailable is sent once more, the same.
+func appendOnce[T any](ctx context.Context, c *Client, method string, params any, once bool) (*T, error) {
+	r, err := call[T](ctx, c, method, params)
+	if err != nil && once && errors.Is(err, ErrStorageUnavailable) {
+		return call[T](ctx, c, method, params)
+	}
+	return r, err
+}
+
+// messageID is id, or when it is empty and once holds, a new random UUID v4 (RFC 9562).
+func messageID(id string, once bool) string {
+	if id != "" || !once {
+		return id
+	}
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		// As Go 1.24's crypto/rand does itself: without randomness there is no safe id.
+		panic(fmt.Sprintf("convo: crypto/rand failed: %v", err))
+	}
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // variant 10
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
 // call is Call for the typed methods: the result, or nil and the error.

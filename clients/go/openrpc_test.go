@@ -290,7 +290,7 @@ func TestErrorCodesMatch(t *testing.T) {
 	all := []error{
 		convo.ErrSessionNotFound, convo.ErrSessionExists, convo.ErrRevisionConflict, convo.ErrInvalidSequence,
 		convo.ErrTooLarge, convo.ErrStorageUnavailable, convo.ErrMessageNotFound, convo.ErrRuntimeFailed,
-		convo.ErrInvalidOutput, convo.ErrCancelled, convo.ErrInvalidParams, convo.ErrInvalidRequest,
+		convo.ErrInvalidOutput, convo.ErrMessageExists, convo.ErrCancelled, convo.ErrInvalidParams, convo.ErrInvalidRequest,
 		convo.ErrMethodNotFound, convo.ErrParse, convo.ErrInternal,
 	}
 	for name, e := range loadOpenRPC(t).Components.Errors {

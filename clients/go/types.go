@@ -191,8 +191,9 @@ func (t *ToolCall) UnmarshalJSON(b []byte) error {
 // Message is a stored message; every field is always present in the server's answer,
 // null where unset.
 type Message struct {
-	// ID is a UUID v7 assigned by the server; nil only on the synthetic results of a
-	// repaired view.
+	// ID is the message's UUID: the MessageID it was appended with (this client gives
+	// every append one, a v4, when the caller did not), else a v7 the server assigned;
+	// nil only on the synthetic results of a repaired view.
 	ID         *string    `json:"id"`
 	Role       Role       `json:"role"`
 	Content    Content    `json:"content"`
@@ -308,6 +309,10 @@ type MessageInput struct {
 	// AllowEmpty stores an assistant message with neither text nor tool calls as given
 	// instead of refusing it; Export leaves it out with a warning.
 	AllowEmpty bool `json:"allow_empty,omitempty"`
+	// MessageID is the message's id, a UUID (see AddUserParams.MessageID): AddMessages
+	// takes one per message (a UUID v4 is chosen for each left empty), AddMessage here or
+	// in AddMessageParams.MessageID; FromDict ignores it.
+	MessageID string `json:"message_id,omitempty"`
 }
 
 // ForkedFrom says where a fork came from.
@@ -360,6 +365,10 @@ type InitializeResult struct {
 		// Formats are the provider formats Export, Validate, CountTokens, Trim,
 		// AddResponse and FromDict take.
 		Formats []Format `json:"formats"`
+		// ExactlyOnce: appends take a MessageID, and a retry is answered as the first
+		// time instead of stored twice. Only then does this client give every append an
+		// id and send it once more after ErrStorageUnavailable.
+		ExactlyOnce bool `json:"exactly_once"`
 	} `json:"capabilities"`
 }
 
@@ -454,8 +463,13 @@ type AddUserParams struct {
 	SessionID string `json:"session_id"`
 	Text      string `json:"text"`
 	// Images are base64 strings.
-	Images           []string `json:"images,omitempty"`
-	ExpectedRevision *int64   `json:"expected_revision,omitempty"`
+	Images []string `json:"images,omitempty"`
+	// MessageID is the new message's id: a UUID, stored in lower case. When empty the
+	// client chooses a random UUID v4. The same id with the same message again (a retry)
+	// is answered as the first time with Duplicate set, and nothing changes; with a
+	// different message it is ErrMessageExists. The other appends take it the same way.
+	MessageID        string `json:"message_id,omitempty"`
+	ExpectedRevision *int64 `json:"expected_revision,omitempty"`
 }
 
 // AddAssistantParams are session/add_assistant's params: Text, ToolCalls or both.
@@ -466,6 +480,7 @@ type AddAssistantParams struct {
 	// AllowEmpty stores an answer with neither text nor tool calls (an empty answer a
 	// model gave) instead of refusing it; Export leaves it out with a warning.
 	AllowEmpty       bool   `json:"allow_empty,omitempty"`
+	MessageID        string `json:"message_id,omitempty"`
 	ExpectedRevision *int64 `json:"expected_revision,omitempty"`
 }
 
@@ -475,14 +490,17 @@ type AddToolResultParams struct {
 	ToolCallID string `json:"tool_call_id"`
 	// Content: Text("…"), Parts(…), or nil for null.
 	Content          Content `json:"content"`
+	MessageID        string  `json:"message_id,omitempty"`
 	ExpectedRevision *int64  `json:"expected_revision,omitempty"`
 }
 
 // AddMessageParams are session/add_message's params.
 type AddMessageParams struct {
-	SessionID        string       `json:"session_id"`
-	Message          MessageInput `json:"message"`
-	ExpectedRevision *int64       `json:"expected_revision,omitempty"`
+	SessionID string       `json:"session_id"`
+	Message   MessageInput `json:"message"`
+	// MessageID: as Message.MessageID (give one or the other).
+	MessageID        string `json:"message_id,omitempty"`
+	ExpectedRevision *int64 `json:"expected_revision,omitempty"`
 }
 
 // Added says where an appended message went.
@@ -491,6 +509,9 @@ type Added struct {
 	// Index is the message's place in the stored history.
 	Index    int   `json:"index"`
 	Revision int64 `json:"revision"`
+	// Duplicate: the append was a retry of one the history holds (its MessageID); this
+	// is the first reply, and nothing changed.
+	Duplicate bool `json:"duplicate,omitempty"`
 }
 
 // AddResponseParams are session/add_response's params.
@@ -510,6 +531,7 @@ type AddResponseParams struct {
 	// Metadata (an object: a map, a struct or a json.RawMessage) is merged with
 	// {response_id, stop_reason} into the message's metadata.
 	Metadata         any    `json:"metadata,omitempty"`
+	MessageID        string `json:"message_id,omitempty"`
 	ExpectedRevision *int64 `json:"expected_revision,omitempty"`
 }
 
@@ -535,6 +557,8 @@ type AddedMany struct {
 	// listed).
 	MessageIDs []string `json:"message_ids"`
 	Revision   int64    `json:"revision"`
+	// Duplicate: every message was stored already, the same (a retry); nothing changed.
+	Duplicate bool `json:"duplicate,omitempty"`
 }
 
 // HistoryParams are session/history's params.

@@ -8,7 +8,7 @@ use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
 fn accept(value: Value) -> Option<Message> {
-    serde_json::from_value::<MessageInput>(value).ok()?.into_message(Identity::Keep).ok()
+    serde_json::from_value::<MessageInput>(value).ok()?.into_message(Identity::Given).ok()
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -243,14 +243,15 @@ fn with_store(global: &Global, command: Command) -> Result<u8, Fail> {
             Command::Fsck(args) => fsck::fsck(&ops, &args).await,
             _ => unreachable!("handled in main"),
         };
-        flush(&ops).await.and(done)
+        close(&ops).await.and(done)
     });
     runtime.shutdown_background();
     done
 }
 
-async fn flush(ops: &Ops) -> Result<u8, Fail> {
-    ops.flush().await.map(|()| 0).map_err(Fail::from)
+/// Ends a command's run: its writes durable, the store closed (`Ops::close`).
+async fn close(ops: &Ops) -> Result<u8, Fail> {
+    ops.close().await.map(|()| 0).map_err(Fail::from)
 }
 
 /// The runtime the store and the operations run on. Blocking work runs on bounded pools

@@ -18,6 +18,9 @@ pub struct Added {
     pub message_id: String,
     pub index: u64,
     pub revision: u64,
+    /// The append was a retry of one stored before (`message_id`): nothing changed.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub duplicate: bool,
 }
 
 /// A page of the history view.
@@ -53,9 +56,9 @@ impl Ops {
         expected: Option<u64>,
     ) -> Result<Added> {
         let done = self.append_named(session_id, vec![input], |_| param.map(str::to_owned), expected).await?;
-        let Appended { mut message_ids, index, revision } = done;
+        let Appended { mut message_ids, index, revision, duplicate_of } = done;
         let message_id = message_ids.pop().ok_or_else(|| Error::Internal("append returned no id".into()))?;
-        Ok(Added { message_id, index, revision })
+        Ok(Added { message_id, index, revision, duplicate: duplicate_of.is_some() })
     }
 
     /// Appends messages as a client gave them (`add_messages`), all or none.
@@ -77,6 +80,7 @@ impl Ops {
             Some(param) => e.within(&param),
             None => e,
         };
+        let once = check_message_ids(&inputs).map_err(|(i, e)| within(i, e))?;
         for (i, input) in inputs.iter_mut().enumerate() {
             self.resolve_images(input).await.map_err(|e| within(i, e))?;
         }
@@ -97,7 +101,7 @@ impl Ops {
             }
             messages.push(message);
         }
-        self.store.append(session_id, messages, expected).await
+        self.store.append(session_id, messages, expected, once).await
     }
 
     /// Stored messages `offset..offset + limit` of the view that is the stored history
@@ -194,6 +198,18 @@ impl Ops {
             _ => Err(Error::invalid("give exactly one of max_turns and max_tokens")),
         }
     }
+}
+
+/// Whether the client chose the messages' ids (`message_id`), each once in the request.
+pub fn check_message_ids(inputs: &[MessageInput]) -> std::result::Result<bool, (usize, Error)> {
+    let mut seen = std::collections::HashSet::new();
+    for (i, id) in inputs.iter().enumerate().filter_map(|(i, m)| Some((i, m.message_id.as_deref()?))) {
+        let id = crate::session::client_message_id(id).map_err(|e| (i, e))?;
+        if !seen.insert(id) {
+            return Err((i, Error::invalid("message_id: given to two messages of this request")));
+        }
+    }
+    Ok(!seen.is_empty())
 }
 
 fn clamp(n: u64) -> usize {

@@ -22,6 +22,9 @@ pub struct AddedResponse {
     pub index: u64,
     pub revision: u64,
     pub tool_call_ids: Vec<String>,
+    /// A retry of an append stored before (`message_id`): nothing changed.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub duplicate: bool,
 }
 
 impl Ops {
@@ -31,16 +34,23 @@ impl Ops {
         format: Format,
         response: &Value,
         metadata: Option<Map<String, Value>>,
+        message_id: Option<String>,
         expected: Option<u64>,
     ) -> Result<AddedResponse> {
         let read = native::from_response(format, response)?;
-        let input = self.response_message(session_id, read, metadata).await?;
+        let mut input = self.response_message(session_id, read, metadata).await?;
+        let once = message_id.is_some();
+        input.message_id = message_id;
         let message = input.into_message(crate::session::Identity::Fresh)?;
-        let tool_call_ids = message.call_ids().map(str::to_owned).collect();
-        let Appended { mut message_ids, index, revision } =
-            self.store.append(session_id, vec![message], expected).await?;
+        let mut tool_call_ids: Vec<String> = message.call_ids().map(str::to_owned).collect();
+        let Appended { mut message_ids, index, revision, duplicate_of } =
+            self.store.append(session_id, vec![message], expected, once).await?;
+        // A retry's calls are the stored turn's: ids given to id-less calls may differ.
+        if let Some(turn) = duplicate_of.as_ref().and_then(|stored| stored.last()) {
+            tool_call_ids = turn.call_ids().map(str::to_owned).collect();
+        }
         let message_id = message_ids.pop().ok_or_else(|| Error::Internal("append returned no id".into()))?;
-        Ok(AddedResponse { message_id, index, revision, tool_call_ids })
+        Ok(AddedResponse { message_id, index, revision, tool_call_ids, duplicate: duplicate_of.is_some() })
     }
 
     /// The assistant message a response makes, as a client would give it with `native`.

@@ -248,7 +248,7 @@ impl Ops {
         let messages = vec![user, answer];
         let appended = match stream_id {
             Some(stream_id) => self.store.append_finishing(session_id, messages, Some(revision), stream_id).await,
-            None => self.store.append(session_id, messages, Some(revision)).await,
+            None => self.store.append(session_id, messages, Some(revision), false).await,
         };
         appended.map_err(|e| match e {
             Error::RevisionConflict { expected, current } => {

@@ -100,6 +100,11 @@ impl Ops {
         self.store.flush().await
     }
 
+    /// Makes every acknowledged write durable and lets go of the store: the end of a run.
+    pub async fn close(&self) -> Result<()> {
+        self.store.close().await
+    }
+
     /// Every change committed from now on (`session/subscribe`).
     pub fn watch(&self) -> Arc<Watcher> {
         self.store.watch()

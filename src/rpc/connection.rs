@@ -17,10 +17,12 @@ use tokio_util::sync::CancellationToken;
 use crate::pool::Pool;
 use crate::rpc::budget::Budget;
 use crate::rpc::envelope::{Element, Frame, classify};
-use crate::rpc::error::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, plain, too_large};
+use crate::rpc::error::{
+    INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, batch_too_large, plain, too_large,
+};
 use crate::rpc::execute::{Run, Stop};
 use crate::rpc::framing::Incoming;
-use crate::rpc::methods::{Order, Registry, Spec};
+use crate::rpc::methods::{Effect, Order, Registry, Runs, Spec};
 use crate::rpc::order::{self, Sequencer, Stage};
 use crate::rpc::outgoing::{error_reply, with_id};
 use crate::rpc::peer::Peer;
@@ -35,6 +37,9 @@ pub const MAX_BATCH: usize = 1024;
 /// A reply; `None` for a notification.
 type Pending = BoxFuture<'static, Option<Reply>>;
 
+/// How many turns may wait on the host at once (each also holds a frame in flight).
+const MAX_HOST_TURNS: u32 = MAX_IN_FLIGHT;
+
 pub struct Connection {
     methods: Methods,
     /// How each method runs.
@@ -46,6 +51,8 @@ pub struct Connection {
     peer: Arc<Peer>,
     sequencer: Arc<Sequencer>,
     in_flight: Arc<Semaphore>,
+    /// A permit per turn waiting on the host: `shutdown` waits for all of them.
+    host_turns: Arc<Semaphore>,
     budget: Budget,
     max_message_bytes: usize,
     /// Every request in one order (`Config::one_at_a_time`).
@@ -65,6 +72,7 @@ impl Connection {
             peer,
             sequencer: Arc::default(),
             in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize)),
+            host_turns: Arc::new(Semaphore::new(MAX_HOST_TURNS as usize)),
             budget: Budget::new(limits.max_pending_bytes),
             max_message_bytes: limits.max_message_bytes,
             one_at_a_time: limits.one_at_a_time,
@@ -148,7 +156,10 @@ impl Connection {
                 // `exit` ends the batch too: nothing after it runs.
                 let mut calls = Vec::new();
                 for element in elements {
-                    calls.extend(self.element(element));
+                    let sheddable = self.sheddable(&element);
+                    if let Some(call) = self.element(element) {
+                        calls.push(call.map(move |reply| reply.map(|r| (r, sheddable))));
+                    }
                     if self.exit_code.is_some() {
                         break;
                     }
@@ -156,9 +167,9 @@ impl Connection {
                 if calls.is_empty() {
                     return;
                 }
+                let max = self.max_message_bytes;
                 async move {
-                    let replies: Vec<String> =
-                        join_all(calls).await.into_iter().flatten().map(Reply::into_string).collect();
+                    let replies = bounded(join_all(calls).await.into_iter().flatten().collect(), max);
                     (!replies.is_empty()).then(|| format!("[{}]", replies.join(",")).into())
                 }
                 .boxed()
@@ -174,6 +185,18 @@ impl Connection {
             }
             drop(permit);
         });
+    }
+
+    /// The id of a batch element whose reply may be given up for the batch's bound: a
+    /// request that only reads.
+    fn sheddable(&self, element: &Element<'_>) -> Option<String> {
+        match element {
+            Element::Call { id: Some(id), method, .. } => {
+                let reads = self.specs.get(&**method).is_some_and(|spec| spec.effect == Effect::Reads);
+                reads.then(|| id.get().to_owned())
+            }
+            _ => None,
+        }
     }
 
     /// Starts one element of a frame: takes its place in the session order now, and
@@ -221,6 +244,12 @@ impl Connection {
         if self.shutting_down {
             return reject(plain(INVALID_REQUEST, "invalid request: the server is shutting down"));
         }
+        if let Some(id) = &id
+            && lock(&self.cancels).contains_key(id)
+        {
+            let why = format!("invalid request: the id {id} is already used by a request in flight");
+            return reject(plain(INVALID_REQUEST, why));
+        }
         let (Some(callback), Some(spec)) = (self.methods.method(method).cloned(), self.specs.get(method).copied())
         else {
             if id.is_none() {
@@ -260,9 +289,20 @@ impl Connection {
             max: self.max_message_bytes,
         };
         let (cancels, max) = (self.cancels.clone(), self.max_message_bytes);
+        // A turn on the host holds a permit to its end; `shutdown` waits for them all
+        // (each ends by its timeout at the latest).
+        let host_turn = match spec.runs {
+            Runs::Host => self.host_turns.clone().try_acquire_owned().ok(),
+            _ => None,
+        };
+        let turns_done = (method == "shutdown").then(|| self.host_turns.clone());
         Some(
             async move {
+                if let Some(turns) = turns_done {
+                    let _all = turns.acquire_many(MAX_HOST_TURNS).await;
+                }
                 let outcome = run.run().await;
+                drop(host_turn);
                 let id = id?;
                 lock(&cancels).remove(&id);
                 Some(match outcome {
@@ -295,6 +335,26 @@ impl Connection {
     }
 }
 
+/// A batch's replies, bounded in total by `max` bytes (as one array): the largest replies
+/// of requests that only read (those given an id in `replies`) become 1005 `too_large`
+/// until the array fits. A change's reply is never given up.
+fn bounded(replies: Vec<(Reply, Option<String>)>, max: usize) -> Vec<String> {
+    let mut replies: Vec<(String, Option<String>)> =
+        replies.into_iter().map(|(reply, id)| (reply.into_string(), id)).collect();
+    let size = |replies: &[(String, Option<String>)]| replies.iter().map(|(r, _)| r.len() + 1).sum::<usize>() + 1;
+    while size(&replies) > max {
+        let largest = replies.iter_mut().filter(|(_, id)| id.is_some()).max_by_key(|(reply, _)| reply.len());
+        let Some((reply, id)) = largest else { break };
+        let shed = error_reply(id.as_deref(), batch_too_large(max));
+        if shed.len() >= reply.len() {
+            break;
+        }
+        *reply = shed;
+        *id = None;
+    }
+    replies.into_iter().map(|(reply, _)| reply).collect()
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -303,7 +363,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 mod tests {
     use super::*;
     use crate::rpc::framing::{Decoder, FramingCell};
-    use crate::rpc::methods::Runs;
+
     use crate::rpc::stdio::Source;
 
     #[tokio::test]
@@ -321,8 +381,8 @@ mod tests {
         let registry = Registry {
             methods: module.into(),
             specs: [
-                ("boom", Spec { order: Order::Barrier, runs: Runs::Inline }),
-                ("fine", Spec { order: Order::Barrier, runs: Runs::Inline }),
+                ("boom", Spec { order: Order::Barrier, runs: Runs::Inline, effect: Effect::Reads }),
+                ("fine", Spec { order: Order::Barrier, runs: Runs::Inline, effect: Effect::Reads }),
             ]
             .into(),
         };

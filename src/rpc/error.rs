@@ -21,6 +21,7 @@ pub const STORAGE_UNAVAILABLE: i32 = 1006;
 pub const MESSAGE_NOT_FOUND: i32 = 1007;
 pub const RUNTIME_FAILED: i32 = 1008;
 pub const INVALID_OUTPUT: i32 = 1009;
+pub const MESSAGE_EXISTS: i32 = 1010;
 pub const REQUEST_CANCELLED: i32 = -32800;
 
 pub fn plain(code: i32, message: impl Into<String>) -> ErrorObjectOwned {
@@ -46,6 +47,9 @@ impl From<Error> for ErrorObjectOwned {
             Error::TooLarge(_) => (TOO_LARGE, json!({"kind": "too_large"})),
             Error::StorageUnavailable(_) => (STORAGE_UNAVAILABLE, json!({"kind": "storage_unavailable"})),
             Error::MessageNotFound(id) => (MESSAGE_NOT_FOUND, json!({"kind": "message_not_found", "message_id": id})),
+            Error::MessageExists { message_id, .. } => {
+                (MESSAGE_EXISTS, json!({"kind": "message_exists", "message_id": message_id}))
+            }
             Error::StaleAnswer { expected, current, response } => (
                 REVISION_CONFLICT,
                 json!({"kind": "revision_conflict", "current_revision": current, "expected_revision": expected,
@@ -76,6 +80,16 @@ pub fn reply_too_large(max: usize) -> ErrorObjectOwned {
     let message = format!(
         "too large: the reply would be over the limit of {max} bytes; ask for less at once \
          (session/history takes offset and limit)"
+    );
+    ErrorObjectOwned::owned(TOO_LARGE, message, Some(json!({"kind": "too_large", "limit": max})))
+}
+
+/// The reply a batch gives instead of a read's, so that its replies together stay under
+/// `--max-message-bytes`.
+pub fn batch_too_large(max: usize) -> ErrorObjectOwned {
+    let message = format!(
+        "too large: the batch's replies together would be over the limit of {max} bytes; this one, among the \
+         largest, was left out (send it again on its own)"
     );
     ErrorObjectOwned::owned(TOO_LARGE, message, Some(json!({"kind": "too_large", "limit": max})))
 }

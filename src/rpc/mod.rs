@@ -47,7 +47,7 @@ pub struct Config {
 }
 
 /// Serves one client on `input`/`output` until `exit` or the end of input; makes every
-/// acknowledged write durable, and returns the process exit code. Runs on a tokio
+/// acknowledged write durable, closes the store, and returns the process exit code. Runs on a tokio
 /// runtime with IO enabled.
 pub async fn serve(config: Config, store: Arc<dyn Store>, input: Source, output: Sink) -> io::Result<i32> {
     let framing = FramingCell::new(config.framing);
@@ -61,7 +61,7 @@ pub async fn serve(config: Config, store: Arc<dyn Store>, input: Source, output:
     let code = connection.run(input).await;
     sweeper.abort();
     let _ = sweeper.await;
-    if let Err(e) = ops.flush().await {
+    if let Err(e) = ops.close().await {
         tracing::error!(error = %e, "could not make the last writes durable");
     }
     // The host is the client: with the last `Ops`, the last sender of the outbox goes.

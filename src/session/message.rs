@@ -45,6 +45,27 @@ pub struct Message {
 }
 
 impl Message {
+    /// Whether `self`, a message a client appends again, is `stored` (spec section 15):
+    /// every member a client gives equal as a JSON value (`same_json`). With `native`,
+    /// `content` and `tool_calls` are derived from it, so `native` is compared instead
+    /// (ids given to a body's id-less calls depend on what was stored before).
+    pub fn is_retry_of(&self, stored: &Message) -> bool {
+        let common = match (&self.native, &stored.native) {
+            (None, None) => {
+                same_json(&self.content, &stored.content)
+                    && same_json(&as_json(&self.tool_calls), &as_json(&stored.tool_calls))
+            }
+            (Some(a), Some(b)) => same_json(&as_json(a), &as_json(b)),
+            _ => false,
+        };
+        common
+            && self.role == stored.role
+            && self.name == stored.name
+            && self.tool_call_id == stored.tool_call_id
+            && self.images == stored.images
+            && same_json(&as_json(&self.metadata), &as_json(&stored.metadata))
+    }
+
     /// A message with a fresh id and time stamp and no optional fields.
     pub fn new(role: Role, content: Value) -> Self {
         Message {
@@ -123,6 +144,10 @@ pub struct MessageInput {
     /// given instead of refused; export leaves it out with a warning.
     #[serde(default)]
     pub allow_empty: bool,
+    /// The id the client chose for an appended message (a UUID), so that a retry of the
+    /// append is answered instead of stored twice (`store::Histories::append`).
+    #[serde(default)]
+    pub message_id: Option<String>,
     #[serde(default)]
     pub id: Option<String>,
     #[serde(default)]
@@ -158,6 +183,7 @@ impl MessageInput {
             native: None,
             usage: None,
             allow_empty: false,
+            message_id: None,
             id: None,
             created_at: None,
             taken_call_ids: HashSet::new(),
@@ -220,6 +246,11 @@ impl MessageInput {
             usage,
             ..Message::new(self.role, self.content)
         };
+        if identity == Identity::Fresh
+            && let Some(id) = self.message_id
+        {
+            message.id = Some(client_message_id(&id)?);
+        }
         if identity == Identity::Given {
             if let Some(id) = self.id {
                 if id.is_empty() {
@@ -277,6 +308,41 @@ impl MessageInput {
         self.tool_calls = common.tool_calls();
         Ok(())
     }
+}
+
+/// A `message_id` as stored: a UUID in its hyphenated form, in lower case.
+pub fn client_message_id(given: &str) -> Result<String> {
+    match uuid::Uuid::try_parse(given) {
+        Ok(id) if given.len() == 36 => Ok(id.hyphenated().to_string()),
+        _ => Err(Error::invalid(format!(
+            "message_id: {} is not a UUID (32 hex digits as 8-4-4-4-12, e.g. from crypto.randomUUID())",
+            quote(given)
+        ))),
+    }
+}
+
+/// Whether two JSON values are equal as values: numbers by value (`1e2` is `100`),
+/// objects whatever their members' order.
+pub fn same_json(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let (x, y) = (x.to_string(), y.to_string());
+            match (x.parse::<i128>(), y.parse::<i128>()) {
+                (Ok(i), Ok(j)) => i == j,
+                _ => x == y || x.parse::<f64>().is_ok_and(|f| y.parse::<f64>() == Ok(f)),
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_json(x, y)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// A member as a JSON value, to compare.
+fn as_json(member: &impl Serialize) -> Value {
+    serde_json::to_value(member).unwrap_or(Value::Null)
 }
 
 /// Why an appended assistant message with no text and no tool calls is refused.

@@ -19,7 +19,8 @@ pub use info::{
     Fields, ForkPoint, Import, ListKey, Patch, SessionId, SessionInfo, check_revision, check_session_id, new_session_id,
 };
 pub use message::{
-    CANCELLED_CONTENT, Identity, Message, MessageInput, Role, call_id, check_content, new_message_id, role_name,
+    CANCELLED_CONTENT, Identity, Message, MessageInput, Role, call_id, check_content, client_message_id,
+    new_message_id, role_name,
 };
 pub use rules::{Audit, Repaired, Tail, compaction_message, plan_append, plan_import, rewind_keeps, turns_cut};
 pub use stamp::{canonical, now, param as stamp_param};

@@ -295,11 +295,17 @@ pub fn derive(native: &Native) -> Result<Common> {
         Format::OpenaiResponses => {
             let items = body.as_array().ok_or_else(|| bad("must be the Responses API's `output` items"))?;
             for item in items {
-                match item.get("type").and_then(Value::as_str) {
-                    Some("message") => {
-                        let parts = item.get("content").and_then(Value::as_array).into_iter().flatten();
-                        texts.extend(parts.filter(|p| p["type"] == "output_text").map(|p| string(p, "text")));
-                    }
+                // An input message may leave out its `type` (`EasyInputMessage`), and
+                // give its content as a string.
+                let kind = item.get("type").and_then(Value::as_str);
+                match kind.or_else(|| item.get("role").map(|_| "message")) {
+                    Some("message") => match item.get("content") {
+                        Some(Value::String(text)) => texts.push(text.clone()),
+                        content => {
+                            let parts = content.and_then(Value::as_array).into_iter().flatten();
+                            texts.extend(parts.filter(|p| p["type"] == "output_text").map(|p| string(p, "text")));
+                        }
+                    },
                     Some("function_call") => calls.push(Call {
                         id: item.get("call_id").and_then(Value::as_str).map(str::to_owned),
                         name: string(item, "name"),
@@ -353,10 +359,15 @@ fn string(value: &Value, key: &str) -> String {
     value.get(key).and_then(Value::as_str).unwrap_or_default().to_owned()
 }
 
-/// Arguments as a JSON value: a string holding JSON is parsed; anything else kept.
+/// Arguments as convo keeps them: a string holding a JSON object becomes the object;
+/// any other string stays the JSON text it is (`"\"s\""` must not become `"s"`, which
+/// would read back as other text), and anything else is kept.
 fn arguments(given: Option<&Value>) -> Value {
     match given {
-        Some(Value::String(s)) => serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone())),
+        Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
+            Ok(object @ Value::Object(_)) => object,
+            _ => Value::String(s.clone()),
+        },
         Some(other) => other.clone(),
         None => json!({}),
     }
@@ -493,6 +504,20 @@ mod tests {
         common.assign_ids(&taken);
         let ids: Vec<_> = common.calls.iter().map(|c| c.id.clone().unwrap()).collect();
         assert_eq!(ids, ["call_2", "call_3"]);
+    }
+
+    #[test]
+    fn responses_arguments_that_are_not_an_object_stay_their_json_text() {
+        let body = json!([
+            {"type": "function_call", "call_id": "c1", "name": "echo", "arguments": "\"s\""},
+            {"type": "function_call", "call_id": "c2", "name": "f", "arguments": "{\"a\": 1}"},
+            {"role": "assistant", "content": "Hello!"},
+        ]);
+        let native = Native { format: Format::OpenaiResponses, model: None, body };
+        let common = derive(&native).unwrap();
+        assert_eq!(common.calls[0].arguments, json!("\"s\""), "a JSON string stays JSON text");
+        assert_eq!(common.calls[1].arguments, json!({"a": 1}));
+        assert_eq!(common.content(), json!("Hello!"), "a message item without `type`, its content a string");
     }
 
     #[test]

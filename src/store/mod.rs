@@ -38,6 +38,21 @@ pub struct Appended {
     pub message_ids: Vec<String>,
     pub index: u64,
     pub revision: u64,
+    /// For a retry of an append stored before (client ids, `message_id`): the messages
+    /// stored then, which this one stored again; `revision` is the one their append made.
+    pub duplicate_of: Option<Vec<Message>>,
+}
+
+impl Appended {
+    pub fn new(message_ids: Vec<String>, index: u64, revision: u64) -> Self {
+        Appended { message_ids, index, revision, duplicate_of: None }
+    }
+
+    /// The reply to a retry: `stored` are the messages found, the last at `index`.
+    pub fn duplicate(stored: Vec<Message>, index: u64, revision: u64) -> Self {
+        let message_ids = stored.iter().filter_map(|m| m.id.clone()).collect();
+        Appended { message_ids, index, revision, duplicate_of: Some(stored) }
+    }
 }
 
 /// What trim or clear did.
@@ -201,20 +216,32 @@ pub trait Sessions: Send + Sync + 'static {
     /// `expected_revision` is checked against the session replaced (none there: 1001).
     async fn import(&self, import: Import, replace: bool, expected_revision: Option<u64>) -> Result<SessionInfo>;
 
-    /// Makes every acknowledged write durable; called before the server exits.
+    /// Makes every acknowledged write durable; called at `shutdown`.
     async fn flush(&self) -> Result<()>;
+
+    /// Makes every acknowledged write durable and lets go of the database, at the end of
+    /// a clean run (after `exit` or the end of input): a SQLite file is then whole, its
+    /// log moved into it. Nothing is used after it.
+    async fn close(&self) -> Result<()> {
+        self.flush().await
+    }
 }
 
 /// A session's history: append, read a page, and the edits that drop messages.
 #[async_trait]
 pub trait Histories: Send + Sync + 'static {
-    /// Appends `messages` (fresh ids, already field-checked) under the rules of
-    /// `session::plan_append`, all or nothing.
+    /// Appends `messages` (already field-checked) under the rules of
+    /// `session::plan_append`, all or nothing. With `once`, their ids are the ones the
+    /// client chose (`message_id`), and an append the history holds already is answered
+    /// as it was (`Appended::duplicate_of`), not stored again, before `expected_revision`
+    /// and the rules are checked; an id held by a different message is 1010. Without it
+    /// the ids are fresh.
     async fn append(
         &self,
         session_id: &str,
         messages: Vec<Message>,
         expected_revision: Option<u64>,
+        once: bool,
     ) -> Result<Appended>;
 
     /// Stored messages `offset..offset + limit` (to the end when `limit` is `None`).

@@ -104,7 +104,7 @@ fn ls_lists_every_session_newest_first() {
         json!([
             info("agent-1", "You are helpful.", json!(null), 4, 0, "026000", "026000"),
             info("rich", "Be exact.", json!("Every kind"), 7, 6, "000000", "013000"),
-            info("demo", "You are a careful coding agent.", json!("Editions"), 3, 8, "000000", "020000"),
+            info("demo", "You are a careful coding agent.", json!("Editions"), 4, 9, "000000", "028000"),
         ])
     );
     let table = text(&db.run(&["ls"]).stdout);
@@ -232,7 +232,7 @@ fn export_then_import_gives_the_same_session() {
     assert_eq!(code(&exported), 0, "{}", text(&exported.stderr));
     let dict: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     assert_eq!(json_out(&db.run(&["export", "demo"])), dict, "stdout and -o write the same");
-    assert_eq!(dict["messages"].as_array().unwrap().len(), 3);
+    assert_eq!(dict["messages"].as_array().unwrap().len(), 4);
 
     let other = Db::new();
     let broken = dir.path().join("broken.json");
@@ -251,7 +251,7 @@ fn export_then_import_gives_the_same_session() {
     assert_eq!(code(&replaced), 0, "{}", text(&replaced.stderr));
     assert_eq!(
         json_out(&replaced),
-        json!({"imported": [{"file": files[0], "session_id": "demo", "message_count": 3,
+        json!({"imported": [{"file": files[0], "session_id": "demo", "message_count": 4,
                              "repaired": {"added": 0, "dropped": 0}}], "refused": []})
     );
     assert_eq!(json_out(&other.run(&["export", "demo"])), dict);
@@ -259,7 +259,7 @@ fn export_then_import_gives_the_same_session() {
     let fresh = tempfile::tempdir().unwrap();
     let store = format!("sqlite:{}", fresh.path().join("new.db").display());
     let summary = convo(&["--store", &store, "import", files[0]]);
-    assert_eq!((code(&summary), text(&summary.stdout)), (0, "imported 1 session (3 messages)\n".to_owned()));
+    assert_eq!((code(&summary), text(&summary.stdout)), (0, "imported 1 session (4 messages)\n".to_owned()));
     let piped = convo_with(&["--store", &store, "import", "--replace", "-"], &std::fs::read(&file).unwrap());
     assert_eq!(code(&piped), 0, "`-` reads stdin: {}", text(&piped.stderr));
 }

@@ -12,8 +12,29 @@ use rusqlite::Connection;
 
 use crate::harness::{Framing, Server, json};
 
+/// What each SQLite migration from version 5 on added: `UNDO[i]` takes the schema from
+/// version `i + 5` back to `i + 4`.
+const UNDO: &[&str] = &[
+    "DROP INDEX blobs_by_ref; ALTER TABLE blobs DROP COLUMN ref; ALTER TABLE blobs DROP COLUMN media_type; \
+     ALTER TABLE blobs DROP COLUMN bytes;",
+    "DROP TABLE message_words;",
+    "ALTER TABLE messages DROP COLUMN native; ALTER TABLE messages DROP COLUMN usage; \
+     ALTER TABLE sessions DROP COLUMN usage;",
+    "ALTER TABLE segments DROP COLUMN owner; ALTER TABLE messages DROP COLUMN revision;",
+];
+
 /// The schema version convo writes (`PRAGMA user_version`).
-const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = UNDO.len() as i64 + 4;
+
+/// Takes a database convo wrote back to schema `version` (at least 4) exactly, as an
+/// older convo left it.
+pub fn back_to_version(path: &Path, version: i64) {
+    let conn = Connection::open(path).unwrap();
+    for undo in UNDO[(version - 4) as usize..].iter().rev() {
+        conn.execute_batch(undo).unwrap();
+    }
+    conn.pragma_update(None, "user_version", version).unwrap();
+}
 
 /// Runs convo to its end (stdin is empty) in the folder `cwd`, with `HOME` there too.
 fn convo_in(cwd: &Path, args: &[&str]) -> Output {

@@ -448,15 +448,8 @@ fn a_version_4_database_gains_image_refs() {
     s.call("session/create", json!({"session_id": "old"}));
     s.call("session/add_user", json!({"session_id": "old", "text": "pic", "images": [data]}));
     assert_eq!(s.finish().code(), Some(0));
-    // Back to version 4 exactly: what migration 5 added is taken away.
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    conn.execute_batch(
-        "DROP INDEX blobs_by_ref; ALTER TABLE blobs DROP COLUMN ref; ALTER TABLE blobs DROP COLUMN media_type; \
-         ALTER TABLE blobs DROP COLUMN bytes; DROP TABLE message_words; ALTER TABLE messages DROP COLUMN native; ALTER TABLE messages DROP COLUMN usage; ALTER TABLE sessions DROP COLUMN usage; \
-         PRAGMA user_version = 4;",
-    )
-    .unwrap();
-    drop(conn);
+    // Back to version 4 exactly: what migration 5 and later added is taken away.
+    crate::config::back_to_version(&path, 4);
 
     let mut s = Server::on_file(&path, Framing::Ndjson, &[]);
     let r = reference(&bytes);
@@ -468,7 +461,7 @@ fn a_version_4_database_gains_image_refs() {
     let conn = rusqlite::Connection::open(&path).unwrap();
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     let blobs: i64 = conn.query_row("SELECT count(*) FROM blobs", [], |r| r.get(0)).unwrap();
-    assert_eq!((version, blobs), (7, 1));
+    assert_eq!((version, blobs), (crate::config::SCHEMA_VERSION, 1));
 }
 
 /// A PostgreSQL schema written by version 1 (before refs) is brought forward likewise.
@@ -481,17 +474,11 @@ fn a_version_1_postgres_schema_gains_image_refs() {
     s.call("session/create", json!({"session_id": "old"}));
     s.call("session/add_user", json!({"session_id": "old", "text": "pic", "images": [data]}));
     assert_eq!(s.finish().code(), Some(0));
-    crate::postgres::psql(
-        url,
-        &format!(
-            "DROP INDEX {schema}.blobs_by_ref; ALTER TABLE {schema}.blobs DROP COLUMN ref, DROP COLUMN media_type, \
-             DROP COLUMN bytes; ALTER TABLE {schema}.messages DROP COLUMN words, DROP COLUMN native, DROP COLUMN usage; \
-             ALTER TABLE {schema}.sessions DROP COLUMN usage; UPDATE {schema}.meta SET version = 1"
-        ),
-    );
+    crate::postgres::back_to_version(url, schema, 1);
     let mut s = Server::at(&place, Framing::Ndjson, &[]);
     let r = reference(&bytes);
     assert_eq!(s.call("session/image", json!({"ref": r})), json!({"data": data, "media_type": "image/png"}));
     assert_eq!(s.finish().code(), Some(0));
-    assert_eq!(crate::postgres::psql(url, &format!("SELECT version FROM {schema}.meta")), "4");
+    let version = crate::postgres::psql(url, &format!("SELECT version FROM {schema}.meta"));
+    assert_eq!(version, crate::postgres::SCHEMA_VERSION.to_string());
 }

@@ -13,6 +13,7 @@ mod history;
 mod lifecycle;
 mod lua;
 mod messages;
+mod once;
 mod postgres;
 mod properties;
 mod reasoning;

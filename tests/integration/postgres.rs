@@ -17,6 +17,26 @@ pub fn psql(url: &str, sql: &str) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
+/// What each PostgreSQL migration from version 2 on added: `UNDO[i]` takes the schema
+/// from version `i + 2` back to `i + 1`; `{s}` is the schema.
+const UNDO: &[&str] = &[
+    "DROP INDEX {s}.blobs_by_ref; ALTER TABLE {s}.blobs DROP COLUMN ref, DROP COLUMN media_type, DROP COLUMN bytes",
+    "ALTER TABLE {s}.messages DROP COLUMN words",
+    "ALTER TABLE {s}.messages DROP COLUMN native, DROP COLUMN usage; ALTER TABLE {s}.sessions DROP COLUMN usage",
+    "ALTER TABLE {s}.segments DROP COLUMN owner; ALTER TABLE {s}.messages DROP COLUMN revision",
+];
+
+/// The schema version convo writes (`meta.version`).
+pub const SCHEMA_VERSION: usize = UNDO.len() + 1;
+
+/// Takes a schema convo wrote back to `version` exactly, as an older convo left it.
+pub fn back_to_version(url: &str, schema: &str, version: usize) {
+    for undo in UNDO[version - 1..].iter().rev() {
+        psql(url, &undo.replace("{s}", schema));
+    }
+    psql(url, &format!("UPDATE {schema}.meta SET version = {version}"));
+}
+
 fn convo(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_convo")).args(args).stdin(std::process::Stdio::null()).output().unwrap()
 }
@@ -61,7 +81,7 @@ fn a_schema_is_created_migrated_and_refused_when_newer() {
     let mut s = Server::at(&place, Framing::Ndjson, &[]);
     s.call("session/create", json!({"session_id": "kept"}));
     s.finish();
-    assert_eq!(psql(&url, &format!("SELECT version FROM {schema}.meta")), "4");
+    assert_eq!(psql(&url, &format!("SELECT version FROM {schema}.meta")), SCHEMA_VERSION.to_string());
     assert_eq!(psql(&url, &format!("SELECT session_id FROM {schema}.sessions")), "kept");
 
     psql(&url, &format!("UPDATE {schema}.meta SET version = 99"));
@@ -113,7 +133,7 @@ fn convo_store_names_the_store() {
     drop(stdin);
     let out = child.wait_with_output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains(r#""store":"postgres""#));
-    assert_eq!(psql(&url, &format!("SELECT version FROM {schema}.meta")), "4");
+    assert_eq!(psql(&url, &format!("SELECT version FROM {schema}.meta")), SCHEMA_VERSION.to_string());
 }
 
 /// Runs `bash scripts/postgres VERB DIR` (with `PGSSL=1` when `tls`) and returns what

@@ -207,14 +207,8 @@ fn a_version_5_database_is_indexed() {
     s.call("session/add_user", json!({"session_id": "old", "text": "ancient scroll"}));
     s.call("session/fork", json!({"session_id": "old", "new_session_id": "copy"}));
     assert_eq!(s.finish().code(), Some(0));
-    // Back to version 5 exactly: what migration 6 added is taken away.
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    conn.execute_batch(
-        "DROP TABLE message_words; ALTER TABLE messages DROP COLUMN native; ALTER TABLE messages DROP COLUMN usage; \
-         ALTER TABLE sessions DROP COLUMN usage; PRAGMA user_version = 5;",
-    )
-    .unwrap();
-    drop(conn);
+    // Back to version 5 exactly: what migration 6 and later added is taken away.
+    crate::config::back_to_version(&path, 5);
 
     let mut s = Server::on_file(&path, Framing::Ndjson, &[]);
     assert_eq!(q(&mut s, "scroll"), at(&[("copy", 0), ("old", 0)]));
@@ -223,7 +217,7 @@ fn a_version_5_database_is_indexed() {
     assert_eq!(s.finish().code(), Some(0));
     let conn = rusqlite::Connection::open(&path).unwrap();
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    assert_eq!(version, 7);
+    assert_eq!(version, crate::config::SCHEMA_VERSION);
 }
 
 /// A PostgreSQL schema written by version 2 (before search) is brought forward likewise.
@@ -236,15 +230,10 @@ fn a_version_2_postgres_schema_is_indexed() {
     s.call("session/add_user", json!({"session_id": "old", "text": "ancient scroll"}));
     s.call("session/fork", json!({"session_id": "old", "new_session_id": "copy"}));
     assert_eq!(s.finish().code(), Some(0));
-    crate::postgres::psql(
-        url,
-        &format!(
-            "ALTER TABLE {schema}.messages DROP COLUMN words, DROP COLUMN native, DROP COLUMN usage; \
-             ALTER TABLE {schema}.sessions DROP COLUMN usage; UPDATE {schema}.meta SET version = 2"
-        ),
-    );
+    crate::postgres::back_to_version(url, schema, 2);
     let mut s = Server::at(&place, Framing::Ndjson, &[]);
     assert_eq!(q(&mut s, "scroll"), at(&[("copy", 0), ("old", 0)]));
     assert_eq!(s.finish().code(), Some(0));
-    assert_eq!(crate::postgres::psql(url, &format!("SELECT version FROM {schema}.meta")), "4");
+    let version = crate::postgres::psql(url, &format!("SELECT version FROM {schema}.meta"));
+    assert_eq!(version, crate::postgres::SCHEMA_VERSION.to_string());
 }

@@ -7,6 +7,7 @@
  * orderly end in `dispose()`.
  */
 import "./dispose-symbol.js";
+import { randomUUID } from "node:crypto";
 import {
   CancellationTokenSource,
   ErrorCodes,
@@ -20,7 +21,7 @@ import {
 } from "vscode-jsonrpc/node";
 import { resolveBinary } from "./binary.js";
 import { Child, type Exit, type Logger } from "./child.js";
-import { CancelledError, ConnectionClosedError, InvalidRequestError, errorFromReply } from "./errors.js";
+import { CancelledError, ConnectionClosedError, InvalidRequestError, StorageUnavailableError, errorFromReply } from "./errors.js";
 import type * as P from "./protocol.js";
 import type { Format, MethodName, Methods } from "./protocol.js";
 import type { AddResponseParams } from "./responses.js";
@@ -60,6 +61,32 @@ export type InitializeParams = P.InitializeParams & { runtime?: { format: Format
 
 type Params<M extends MethodName> = Methods[M]["params"];
 type Result<M extends MethodName> = Methods[M]["result"];
+
+/** The appends: exactly once when convo says `capabilities.exactly_once` (see `#append`). */
+type Append =
+  | "session/add_user"
+  | "session/add_assistant"
+  | "session/add_tool_result"
+  | "session/add_message"
+  | "session/add_response"
+  | "session/add_messages";
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** The params of an append with a message id for every message that has none: a random
+ * UUID v4 (`crypto.randomUUID()`). `add_message` takes it beside the message or in it,
+ * `add_messages` one in each message. A new object: the caller's are left as they are. */
+function withMessageIds<M extends Append>(method: M, params: Params<M>): Params<M> {
+  const p = params as Record<string, unknown>;
+  if (method === "session/add_messages") {
+    if (!Array.isArray(p.messages)) return params;
+    const messages = p.messages.map((m: unknown) => (isObject(m) && m.message_id == null ? { ...m, message_id: randomUUID() } : m));
+    return { ...p, messages } as Params<M>;
+  }
+  if (p.message_id != null) return params;
+  if (method === "session/add_message" && isObject(p.message) && p.message.message_id != null) return params;
+  return { ...p, message_id: randomUUID() } as Params<M>;
+}
 
 const defaultLogger: Logger = (line) => process.stderr.write(line + "\n");
 
@@ -225,6 +252,25 @@ export class ConvoClient {
     }
   }
 
+  /**
+   * An append, exactly once when convo's `initialize` said `capabilities.exactly_once`:
+   * every message gets an id (the caller's `message_id`, else a UUID v4 chosen here), and
+   * a call that failed with 1006 (`StorageUnavailableError`) is sent once more, the same;
+   * a retry of a write that did commit is answered as the first time, plus `duplicate:
+   * true`. No other error is retried. An older server would ignore the ids (a retry could
+   * store twice): to it appends go as given, once.
+   */
+  async #append<M extends Append>(method: M, params: Params<M>, options?: CallOptions): Promise<Result<M>> {
+    if (this.#info?.capabilities.exactly_once !== true) return this.request(method, params, options) as Promise<Result<M>>;
+    const sent = withMessageIds(method, params);
+    try {
+      return (await this.request(method, sent, options)) as Result<M>;
+    } catch (e) {
+      if (!(e instanceof StorageUnavailableError)) throw e;
+      return (await this.request(method, sent, options)) as Result<M>;
+    }
+  }
+
   // The protocol's methods, in protocol/openrpc.json's order.
 
   /** `initialize`: server info and capabilities (`start()` has sent it; see `info`). */
@@ -269,24 +315,29 @@ export class ConvoClient {
     return this.request("session/delete_many", params, options);
   }
 
+  // The appends take `message_id` (a UUID, the message's id; one is chosen when left
+  // out), answer `duplicate: true` when that id holds this message already (1010
+  // `MessageExistsError` when a different one), and are sent once more after 1006: see
+  // `#append`.
+
   /** `session/add_user`: appends a user message (text, base64 images). */
   addUser(params: P.SessionAddUserParams, options?: CallOptions): Promise<P.Added> {
-    return this.request("session/add_user", params, options);
+    return this.#append("session/add_user", params, options);
   }
 
   /** `session/add_assistant`: appends an assistant message: text, tool calls or both. */
   addAssistant(params: P.SessionAddAssistantParams, options?: CallOptions): Promise<P.Added> {
-    return this.request("session/add_assistant", params, options);
+    return this.#append("session/add_assistant", params, options);
   }
 
   /** `session/add_tool_result`: answers a pending tool call; 1004 when the rules refuse it. */
   addToolResult(params: P.SessionAddToolResultParams, options?: CallOptions): Promise<P.Added> {
-    return this.request("session/add_tool_result", params, options);
+    return this.#append("session/add_tool_result", params, options);
   }
 
-  /** `session/add_message`: appends any message. */
+  /** `session/add_message`: appends any message (`message_id` beside it or in it). */
   addMessage(params: P.SessionAddMessageParams, options?: CallOptions): Promise<P.Added> {
-    return this.request("session/add_message", params, options);
+    return this.#append("session/add_message", params, options);
   }
 
   /** `session/add_response`: appends a provider's whole response object as its SDK returned
@@ -297,12 +348,13 @@ export class ConvoClient {
    * are the ids the results must name. A response of another format, or with no assistant
    * output (failed, refused with no content, no candidate), is -32602 and stores nothing. */
   addResponse<F extends Format>(params: AddResponseParams<F>, options?: CallOptions): Promise<P.AddedResponse> {
-    return this.request("session/add_response", params as P.SessionAddResponseParams, options);
+    return this.#append("session/add_response", params as P.SessionAddResponseParams, options);
   }
 
-  /** `session/add_messages`: appends several messages, all or nothing, as one revision. */
+  /** `session/add_messages`: appends several messages, all or nothing, as one revision; each
+   * message may carry its `message_id` (one is chosen for each that has none). */
   addMessages(params: P.SessionAddMessagesParams, options?: CallOptions): Promise<P.AddedMany> {
-    return this.request("session/add_messages", params, options);
+    return this.#append("session/add_messages", params, options);
   }
 
   /** `session/history`: the messages, repaired by default (dangling calls answered as cancelled). */

@@ -8,6 +8,7 @@ import {
   type ErrorCode,
   type InvalidOutputData,
   type InvalidSequenceData,
+  type MessageExistsData,
   type MessageNotFoundData,
   type RequestCancelledData,
   type RevisionConflictData,
@@ -20,7 +21,7 @@ import {
 
 /** An error reply from convo, or the connection to it ending. */
 export class ConvoError<Data = unknown> extends Error {
-  /** The JSON-RPC error code: the protocol's (1001…1009, -32800, -32700…-32603), or
+  /** The JSON-RPC error code: the protocol's (1001…1010, -32800, -32700…-32603), or
    * {@link ConnectionClosedError.CODE} when the process went away. */
   readonly code: number;
   /** `data.kind` (`"session_not_found"`, …), or for the JSON-RPC codes, which carry no data,
@@ -71,6 +72,10 @@ export class MessageNotFoundError extends ConvoError<MessageNotFoundData> {}
 export class RuntimeFailedError extends ConvoError<RuntimeFailedData> {}
 /** 1009: `session/json`'s last answer is not JSON or breaks the schema (`data.errors`). */
 export class InvalidOutputError extends ConvoError<InvalidOutputData> {}
+/** 1010: the `message_id` given to an append is held in the session by a different message
+ * (`data.message_id`), or an `addMessages` retry matches only some of its messages. Nothing
+ * stored. */
+export class MessageExistsError extends ConvoError<MessageExistsData> {}
 /** -32800: the call was cancelled (its `AbortSignal`); nothing took effect but what a
  * stream kept (`data.message_ids`). */
 export class CancelledError extends ConvoError<RequestCancelledData> {}
@@ -100,6 +105,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
   "1007": MessageNotFoundError,
   "1008": RuntimeFailedError,
   "1009": InvalidOutputError,
+  "1010": MessageExistsError,
   "-32800": CancelledError,
 };
 

@@ -52,6 +52,8 @@ export type MessageInput = {
   usage?: null | Usage;
   /** An assistant message with neither text nor tool calls (an empty answer a model gave) is stored as given instead of refused; export leaves it out with a warning. */
   allow_empty?: boolean;
+  /** session/add_messages: this element's id (see MessageId); a full retry (every element with its id, all stored the same) is answered as the first time, a partial one is 1010. The same id twice in one request: -32602. session/add_message takes it here or beside `message`. Ignored by session/from_dict. */
+  message_id?: MessageId;
   [member: string]: unknown;
 };
 
@@ -81,11 +83,15 @@ export type Added = {
   message_id: string;
   index: number;
   revision: number;
+  /** The append was a retry of one the history holds (`message_id`): this is its first reply, and nothing changed. Absent otherwise. */
+  duplicate?: true;
 };
 
 export type AddedMany = {
   message_ids: string[];
   revision: number;
+  /** The append was a retry of one the history holds (`message_id`): this is its first reply, and nothing changed. Absent otherwise. */
+  duplicate?: true;
 };
 
 export type History = {
@@ -171,6 +177,8 @@ export type InitializeResult = {
     framing: "lsp" | "ndjson";
     /** The provider body formats export, validate, count_tokens, trim, add_response and from_dict take. */
     formats: Format[];
+    /** Appends take `message_id` (see MessageId): a retry is answered as the first time instead of stored twice. */
+    exactly_once: true;
   };
 };
 
@@ -284,7 +292,12 @@ export type AddedResponse = {
   revision: number;
   /** The ids of the calls the turn made, in order: what their results answer (Responses `call_id`, never the `fc_` item id; a Gemini call without an id gets `call_<n>`). */
   tool_call_ids: string[];
+  /** The append was a retry of one the history holds (`message_id`): this is its first reply, and nothing changed. Absent otherwise. */
+  duplicate?: true;
 };
+
+/** An id the client chose for the message it appends (a UUID: v4 from crypto.randomUUID() or uuid4(), or v7), stored in lower case as the message's id. When the session's history holds that id already with the same message (every member the request gives, compared as JSON values: numbers by value, objects whatever their order; with `native`, `native` instead of content and tool_calls), the reply is the one the first append got — its `index` the message's current one, its `revision` the one that append made (0 for a fork's copy of its parent's message) — plus `duplicate: true`, and nothing changes; this check comes before `expected_revision` and the conversation rules. With a different message it is 1010. An id counts while its message is in the history: trim, rewind, pop, clear and delete release it. Not a UUID: -32602. */
+export type MessageId = string;
 
 /** Params of `initialize`. */
 export type InitializeParams = Record<string, unknown>;
@@ -379,6 +392,8 @@ export type SessionAddUserParams = {
     ref: string;
     [member: string]: unknown;
   }>;
+  /** Exactly once: see MessageId. A host retrying a write that failed with 1006 gives the same id. */
+  message_id?: MessageId;
   /** Fail with 1003 and change nothing unless the session's revision is this. */
   expected_revision?: number;
 };
@@ -394,6 +409,8 @@ export type SessionAddAssistantParams = {
   tool_calls?: ToolCall[] | null;
   /** Store an answer with neither text nor tool calls (an empty answer a model gave) instead of refusing it; export leaves it out with a warning. */
   allow_empty?: boolean;
+  /** Exactly once: see MessageId. A host retrying a write that failed with 1006 gives the same id. */
+  message_id?: MessageId;
   /** Fail with 1003 and change nothing unless the session's revision is this. */
   expected_revision?: number;
 };
@@ -406,6 +423,8 @@ export type SessionAddToolResultParams = {
   session_id: SessionId;
   tool_call_id: string;
   content: Content;
+  /** Exactly once: see MessageId. A host retrying a write that failed with 1006 gives the same id. */
+  message_id?: MessageId;
   /** Fail with 1003 and change nothing unless the session's revision is this. */
   expected_revision?: number;
 };
@@ -418,6 +437,8 @@ export type SessionAddMessageParams = {
   session_id: SessionId;
   /** `[]` (an empty Lua table) is read as `{}` (then -32602: `role` is missing). */
   message: MessageInput;
+  /** Exactly once: see MessageId. A host retrying a write that failed with 1006 gives the same id. */
+  message_id?: MessageId;
   /** Fail with 1003 and change nothing unless the session's revision is this. */
   expected_revision?: number;
 };
@@ -432,6 +453,8 @@ export type SessionAddResponseParams = {
   format: Format;
   response: Record<string, unknown>;
   metadata?: Record<string, unknown> | null;
+  /** Exactly once: see MessageId. A host retrying a write that failed with 1006 gives the same id. */
+  message_id?: MessageId;
   /** Fail with 1003 and change nothing unless the session's revision is this. */
   expected_revision?: number;
 };
@@ -762,7 +785,7 @@ export interface Notifications {
 export interface Methods {
   /** Server info and capabilities. Optional; any named params are accepted (`[]` too: no params). */
   "initialize": { params: InitializeParams; result: InitializeResult };
-  /** Makes every acknowledged write durable; every later request gets -32600. Then send the `exit` notification. */
+  /** Waits for every earlier request, turns waiting on the host included (each ends when the host answers or by its timeout), makes every acknowledged write durable; every later request gets -32600. Then send the `exit` notification. */
   "shutdown": { params: ShutdownParams; result: ShutdownResult };
   /** Creates an empty session. */
   "session/create": { params: SessionCreateParams; result: SessionCreateResult };
@@ -949,6 +972,13 @@ export type RequestCancelledData = {
   [member: string]: unknown;
 };
 
+/** `data` of error 1010 (message exists). */
+export type MessageExistsData = {
+  kind: "message_exists";
+  message_id: string;
+  [member: string]: unknown;
+};
+
 /** Every error code of the protocol: its name in the document, `kind` (`data.kind`, or
  * the name in snake_case for the JSON-RPC codes, which carry no data) and message. */
 export const ERRORS = {
@@ -967,6 +997,7 @@ export const ERRORS = {
   "1008": { name: "RuntimeFailed", kind: "runtime_failed", message: "runtime failed" },
   "1009": { name: "InvalidOutput", kind: "invalid_output", message: "invalid output" },
   "-32800": { name: "RequestCancelled", kind: "request_cancelled", message: "request cancelled" },
+  "1010": { name: "MessageExists", kind: "message_exists", message: "message exists" },
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;

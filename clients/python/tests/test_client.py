@@ -288,10 +288,12 @@ def test_storage_unavailable_under_a_file_size_limit(tmp_path: pathlib.Path, con
 
 
 def test_every_code_has_its_class() -> None:
-    codes = {-32700, -32600, -32601, -32602, -32603, -32800, *range(1001, 1010)}
+    codes = {e["code"] for e in json.loads(OPENRPC.read_text())["components"]["errors"].values()}
+    assert codes >= {-32700, -32600, -32601, -32602, -32603, -32800, *range(1001, 1011)}
     assert set(errors.ERROR_CLASSES) == codes
     for code, cls in errors.ERROR_CLASSES.items():
         assert issubclass(cls, convo.ConvoError) and cls.code == code
+        assert getattr(convo, cls.__name__) is cls and cls.__name__ in errors.__all__
     for cls in (convo.InvalidSequence, convo.InvalidParams, convo.InvalidOutput):
         assert issubclass(cls, ValueError)
 

@@ -53,6 +53,8 @@ struct Capabilities {
     framing: &'static str,
     /// The provider body formats export, validate, add_response and import take.
     formats: [&'static str; 4],
+    /// Appends take `message_id`, and a retry is answered instead of stored twice.
+    exactly_once: bool,
 }
 
 pub async fn initialize(ctx: Arc<Ctx>, p: InitializeParams, _: Arc<Call>) -> Result<InitializeResult> {
@@ -67,6 +69,7 @@ pub async fn initialize(ctx: Arc<Ctx>, p: InitializeParams, _: Arc<Call>) -> Res
             framing: ctx.framing.get().unwrap_or(Framing::Lsp).name(),
             formats: [Format::OpenaiChat, Format::OpenaiResponses, Format::AnthropicMessages, Format::GeminiContents]
                 .map(Format::name),
+            exactly_once: true,
         },
     })
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ops::{Added, AddedResponse, Call};
 use crate::rpc::methods::Ctx;
 use crate::session::export::Format;
@@ -24,11 +24,13 @@ pub struct AddUserParams {
     #[serde(default)]
     images: Option<Vec<ImageInput>>,
     #[serde(default)]
+    message_id: Option<String>,
+    #[serde(default)]
     expected_revision: Option<u64>,
 }
 
 pub async fn add_user(ctx: Arc<Ctx>, p: AddUserParams, _: Arc<Call>) -> Result<Added> {
-    let input = MessageInput { images: p.images, ..fresh(Role::User, Value::String(p.text)) };
+    let input = MessageInput { images: p.images, message_id: p.message_id, ..fresh(Role::User, Value::String(p.text)) };
     ctx.ops.add(p.session_id.as_str(), input, None, p.expected_revision).await
 }
 
@@ -42,13 +44,19 @@ pub struct AddAssistantParams {
     #[serde(default)]
     allow_empty: bool,
     #[serde(default)]
+    message_id: Option<String>,
+    #[serde(default)]
     expected_revision: Option<u64>,
 }
 
 pub async fn add_assistant(ctx: Arc<Ctx>, p: AddAssistantParams, _: Arc<Call>) -> Result<Added> {
     let content = p.text.map_or(Value::Null, Value::String);
-    let input =
-        MessageInput { tool_calls: p.tool_calls, allow_empty: p.allow_empty, ..fresh(Role::Assistant, content) };
+    let input = MessageInput {
+        tool_calls: p.tool_calls,
+        allow_empty: p.allow_empty,
+        message_id: p.message_id,
+        ..fresh(Role::Assistant, content)
+    };
     ctx.ops.add(p.session_id.as_str(), input, None, p.expected_revision).await
 }
 
@@ -58,11 +66,14 @@ pub struct AddToolResultParams {
     tool_call_id: String,
     content: Value,
     #[serde(default)]
+    message_id: Option<String>,
+    #[serde(default)]
     expected_revision: Option<u64>,
 }
 
 pub async fn add_tool_result(ctx: Arc<Ctx>, p: AddToolResultParams, _: Arc<Call>) -> Result<Added> {
-    let input = MessageInput { tool_call_id: Some(p.tool_call_id), ..fresh(Role::Tool, p.content) };
+    let input =
+        MessageInput { tool_call_id: Some(p.tool_call_id), message_id: p.message_id, ..fresh(Role::Tool, p.content) };
     ctx.ops.add(p.session_id.as_str(), input, None, p.expected_revision).await
 }
 
@@ -72,11 +83,21 @@ pub struct AddMessageParams {
     #[serde(deserialize_with = "empty_table::object")]
     message: MessageInput,
     #[serde(default)]
+    message_id: Option<String>,
+    #[serde(default)]
     expected_revision: Option<u64>,
 }
 
 pub async fn add_message(ctx: Arc<Ctx>, p: AddMessageParams, _: Arc<Call>) -> Result<Added> {
-    ctx.ops.add(p.session_id.as_str(), p.message, Some("message"), p.expected_revision).await
+    let mut message = p.message;
+    match (p.message_id, &message.message_id) {
+        (Some(beside), Some(inside)) if &beside != inside => {
+            return Err(Error::invalid("message_id: given beside `message` and inside it, differently"));
+        }
+        (Some(beside), _) => message.message_id = Some(beside),
+        (None, _) => {}
+    }
+    ctx.ops.add(p.session_id.as_str(), message, Some("message"), p.expected_revision).await
 }
 
 #[derive(Deserialize)]
@@ -92,11 +113,13 @@ pub struct AddMessagesParams {
 pub struct AddedMany {
     message_ids: Vec<String>,
     revision: u64,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    duplicate: bool,
 }
 
 pub async fn add_messages(ctx: Arc<Ctx>, p: AddMessagesParams, _: Arc<Call>) -> Result<AddedMany> {
     let done = ctx.ops.append(p.session_id.as_str(), p.messages, p.expected_revision).await?;
-    Ok(AddedMany { message_ids: done.message_ids, revision: done.revision })
+    Ok(AddedMany { message_ids: done.message_ids, revision: done.revision, duplicate: done.duplicate_of.is_some() })
 }
 
 #[derive(Deserialize)]
@@ -108,10 +131,12 @@ pub struct AddResponseParams {
     #[serde(default, deserialize_with = "empty_table::optional_object")]
     metadata: Option<Map<String, Value>>,
     #[serde(default)]
+    message_id: Option<String>,
+    #[serde(default)]
     expected_revision: Option<u64>,
 }
 
 pub async fn add_response(ctx: Arc<Ctx>, p: AddResponseParams, _: Arc<Call>) -> Result<AddedResponse> {
     let id = p.session_id.as_str();
-    ctx.ops.add_response(id, p.format, &p.response, p.metadata, p.expected_revision).await
+    ctx.ops.add_response(id, p.format, &p.response, p.metadata, p.message_id, p.expected_revision).await
 }

@@ -107,11 +107,20 @@ pub enum Order {
     Sessions,
 }
 
+/// Whether a method changes anything: a batch's replies over the size limit give up the
+/// largest replies of requests that only read (`rpc::connection`), never a change's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    Reads,
+    Changes,
+}
+
 /// How the connection runs a method.
 #[derive(Debug, Clone, Copy)]
 pub struct Spec {
     pub order: Order,
     pub runs: Runs,
+    pub effect: Effect,
 }
 
 /// The registered methods and how each runs.
@@ -121,44 +130,45 @@ pub struct Registry {
 }
 
 pub fn module(ctx: Ctx) -> Registry {
+    use Effect::{Changes, Reads};
     use Order::{Append, Barrier, Fork, Import, Session, Sessions};
     use Runs::{Host, Inline, Pool, PoolWrites};
     let ctx = Arc::new(ctx);
     let mut t = Table { module: RpcModule::from_arc(ctx.clone()), specs: HashMap::new() };
-    t.add("initialize", Barrier, Inline, lifecycle::initialize);
-    t.add("shutdown", Barrier, Inline, lifecycle::shutdown);
-    t.add("session/create", Session, Inline, sessions::create);
-    t.add("session/get", Session, Inline, sessions::get);
-    t.add("session/list", Barrier, Inline, sessions::list);
-    t.add("session/update", Session, Inline, sessions::update);
-    t.add("session/delete", Session, Inline, sessions::delete);
-    t.add("session/delete_many", Sessions, Inline, sessions::delete_many);
-    t.add("session/fork", Fork, Inline, sessions::fork);
-    t.add("session/clear", Session, Inline, sessions::clear);
-    t.add("session/rewind", Session, PoolWrites, history::rewind);
-    t.add("session/pop", Session, Inline, history::pop);
-    t.add("session/image", Barrier, Pool, search::image);
-    t.add("session/compact", Session, Host, history::compact);
-    t.add("session/search", Barrier, Pool, search::search);
-    t.add("session/add_user", Append, Inline, messages::add_user);
-    t.add("session/add_assistant", Append, Inline, messages::add_assistant);
-    t.add("session/add_tool_result", Append, Inline, messages::add_tool_result);
-    t.add("session/add_message", Append, Inline, messages::add_message);
-    t.add("session/add_messages", Append, PoolWrites, messages::add_messages);
+    t.add("initialize", Barrier, Inline, Reads, lifecycle::initialize);
+    t.add("shutdown", Barrier, Inline, Changes, lifecycle::shutdown);
+    t.add("session/create", Session, Inline, Changes, sessions::create);
+    t.add("session/get", Session, Inline, Reads, sessions::get);
+    t.add("session/list", Barrier, Inline, Reads, sessions::list);
+    t.add("session/update", Session, Inline, Changes, sessions::update);
+    t.add("session/delete", Session, Inline, Changes, sessions::delete);
+    t.add("session/delete_many", Sessions, Inline, Changes, sessions::delete_many);
+    t.add("session/fork", Fork, Inline, Changes, sessions::fork);
+    t.add("session/clear", Session, Inline, Changes, sessions::clear);
+    t.add("session/rewind", Session, PoolWrites, Changes, history::rewind);
+    t.add("session/pop", Session, Inline, Changes, history::pop);
+    t.add("session/image", Barrier, Pool, Reads, search::image);
+    t.add("session/compact", Session, Host, Changes, history::compact);
+    t.add("session/search", Barrier, Pool, Reads, search::search);
+    t.add("session/add_user", Append, Inline, Changes, messages::add_user);
+    t.add("session/add_assistant", Append, Inline, Changes, messages::add_assistant);
+    t.add("session/add_tool_result", Append, Inline, Changes, messages::add_tool_result);
+    t.add("session/add_message", Append, Inline, Changes, messages::add_message);
+    t.add("session/add_messages", Append, PoolWrites, Changes, messages::add_messages);
     // Its calls' ids may be numbered after the session's: it waits for the request before it.
-    t.add("session/add_response", Session, Inline, messages::add_response);
-    t.add("session/history", Session, Pool, history::history);
-    t.add("session/trim", Session, PoolWrites, history::trim);
-    t.add("session/to_dict", Session, Pool, dict::to_dict);
-    t.add("session/from_dict", Import, PoolWrites, dict::from_dict);
-    t.add("session/export", Session, Pool, provider::export);
-    t.add("session/validate", Session, Pool, provider::validate);
-    t.add("session/count_tokens", Session, Pool, provider::count_tokens);
-    t.add("session/run", Session, Host, runtime::run);
-    t.add("session/json", Session, Host, runtime::json);
-    t.add("session/stream", Session, Host, runtime::stream);
-    t.add("session/subscribe", Barrier, Inline, watch::subscribe);
-    t.add("session/unsubscribe", Barrier, Inline, watch::unsubscribe);
+    t.add("session/add_response", Session, Inline, Changes, messages::add_response);
+    t.add("session/history", Session, Pool, Reads, history::history);
+    t.add("session/trim", Session, PoolWrites, Changes, history::trim);
+    t.add("session/to_dict", Session, Pool, Reads, dict::to_dict);
+    t.add("session/from_dict", Import, PoolWrites, Changes, dict::from_dict);
+    t.add("session/export", Session, Pool, Reads, provider::export);
+    t.add("session/validate", Session, Pool, Reads, provider::validate);
+    t.add("session/count_tokens", Session, Pool, Reads, provider::count_tokens);
+    t.add("session/run", Session, Host, Changes, runtime::run);
+    t.add("session/json", Session, Host, Changes, runtime::json);
+    t.add("session/stream", Session, Host, Changes, runtime::stream);
+    t.add("session/subscribe", Barrier, Inline, Changes, watch::subscribe);
+    t.add("session/unsubscribe", Barrier, Inline, Changes, watch::unsubscribe);
     let mut names: Vec<&'static str> = t.module.method_names().collect();
     names.sort_unstable();
     let _ = ctx.method_names.set(names);
@@ -171,7 +181,7 @@ struct Table {
 }
 
 impl Table {
-    fn add<P, T, F, Fut>(&mut self, name: &'static str, order: Order, runs: Runs, handler: F)
+    fn add<P, T, F, Fut>(&mut self, name: &'static str, order: Order, runs: Runs, effect: Effect, handler: F)
     where
         P: DeserializeOwned + Send + 'static,
         T: MethodResult,
@@ -196,7 +206,7 @@ impl Table {
         if let Err(e) = result {
             unreachable!("method {name} registered twice: {e}");
         }
-        self.specs.insert(name, Spec { order, runs });
+        self.specs.insert(name, Spec { order, runs, effect });
     }
 }
 

@@ -277,6 +277,16 @@ pub struct Call {
     pub name: String,
     /// The arguments as an object when they are one (or a JSON string of one).
     pub args: Value,
+    /// The arguments as given, when given as a string (JSON text, as OpenAI sends them).
+    pub text: Option<String>,
+}
+
+impl Call {
+    /// The arguments as JSON text, as OpenAI's formats carry them: the text given, else
+    /// the value's.
+    pub fn arguments_text(&self) -> String {
+        self.text.clone().unwrap_or_else(|| self.args.to_string())
+    }
 }
 
 /// Arguments as the object Anthropic's `input` and Gemini's `args` must be; anything
@@ -301,15 +311,18 @@ pub fn calls(message: &Message) -> Vec<Call> {
             let name = function.and_then(|f| f.get("name")).or_else(|| c.get("name"));
             let args =
                 function.and_then(|f| f.get("arguments")).or_else(|| c.get("arguments")).or_else(|| c.get("input"));
-            let args = match args {
-                Some(Value::String(s)) => serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone())),
-                Some(v) => v.clone(),
-                None => json!({}),
+            let (args, text) = match args {
+                Some(Value::String(s)) => {
+                    (serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone())), Some(s.clone()))
+                }
+                Some(v) => (v.clone(), None),
+                None => (json!({}), None),
             };
             Call {
                 id: call_id(c).unwrap_or_default().to_owned(),
                 name: name.and_then(Value::as_str).unwrap_or_default().to_owned(),
                 args,
+                text,
             }
         })
         .collect()

@@ -81,10 +81,7 @@ fn assistant(m: &Message) -> Value {
         let calls: Vec<Value> = calls
             .into_iter()
             .map(|c| {
-                let arguments = match c.args {
-                    Value::String(s) => s,
-                    args => args.to_string(),
-                };
+                let arguments = c.arguments_text();
                 json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": arguments}})
             })
             .collect();

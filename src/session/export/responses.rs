@@ -64,10 +64,7 @@ fn assistant(i: usize, m: &Message, options: &Options, warnings: &mut Vec<Warnin
         items.push(message("assistant", vec![json!({"type": "output_text", "text": text, "annotations": []})]));
     }
     for call in calls {
-        let arguments = match call.args {
-            Value::String(s) => s,
-            args => args.to_string(),
-        };
+        let arguments = call.arguments_text();
         items.push(json!({"type": "function_call", "call_id": call.id, "name": call.name, "arguments": arguments}));
     }
     if items.is_empty() {

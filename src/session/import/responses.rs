@@ -19,6 +19,8 @@ pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
         Some(_) => return Err(invalid("data.instructions", "must be a string")),
     };
     let (mut messages, mut run, mut taken) = (Vec::new(), Vec::new(), HashSet::new());
+    // Where the run of the assistant's items began: what an error in it names.
+    let mut run_from = 0;
     let items = turns(body, "input")?;
     for (i, item) in items.iter().enumerate() {
         let at = format!("data.input[{i}]");
@@ -33,10 +35,13 @@ pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
             Some(_) => true,
         };
         if assistant_side {
+            if run.is_empty() {
+                run_from = i;
+            }
             run.push(item.clone());
             continue;
         }
-        end_run(&mut run, &mut messages, &mut taken, &at)?;
+        end_run(&mut run, &mut messages, &mut taken, &format!("data.input[{run_from}]"))?;
         match (kind, role) {
             (Some("function_call_output"), _) => {
                 let id = item.get("call_id").and_then(Value::as_str);
@@ -50,7 +55,7 @@ pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
             (_, other) => return Err(invalid(&format!("{at}.role"), format!("{other:?} is not a Responses API role"))),
         }
     }
-    end_run(&mut run, &mut messages, &mut taken, &format!("data.input[{}]", items.len()))?;
+    end_run(&mut run, &mut messages, &mut taken, &format!("data.input[{run_from}]"))?;
     Ok(Body { system, messages })
 }
 

@@ -18,6 +18,15 @@ pub struct Stored {
     pub json: Arc<RawValue>,
     pub role: Role,
     short: bool,
+    pub origin: Origin,
+}
+
+/// Who stored a message: the session, and the revision that change made (what a retry of
+/// its append is answered with).
+#[derive(Clone, Default, Debug, PartialEq)]
+pub struct Origin {
+    pub owner: Arc<str>,
+    pub revision: u64,
 }
 
 /// The members of a message with no name, tool call id, tool calls, images, metadata,
@@ -39,7 +48,7 @@ struct Short<'a> {
 }
 
 impl Stored {
-    pub fn of(m: &Message) -> Result<Stored> {
+    pub fn of(m: &Message, origin: &Origin) -> Result<Stored> {
         let short = m.name.is_none()
             && m.tool_call_id.is_none()
             && m.tool_calls.is_none()
@@ -53,7 +62,7 @@ impl Stored {
         } else {
             text_of(m)?
         };
-        Ok(Stored { json, role: m.role, short })
+        Ok(Stored { json, role: m.role, short, origin: origin.clone() })
     }
 
     /// The text `Message` serializes to.
@@ -96,16 +105,16 @@ pub struct History {
 
 impl History {
     /// A history of `messages`, which the rules already accepted in this order.
-    pub fn of(messages: &[Message]) -> Result<(History, Vec<Stored>)> {
+    pub fn of(messages: &[Message], origin: &Origin) -> Result<(History, Vec<Stored>)> {
         let mut history = History::default();
-        let kept = history.extend(messages)?;
+        let kept = history.extend(messages, origin)?;
         Ok((history, kept))
     }
 
     /// Appends messages the rules accepted after this history; returns them as kept.
     /// Each is serialized before anything changes, so an error leaves the history as it was.
-    pub fn extend(&mut self, messages: &[Message]) -> Result<Vec<Stored>> {
-        let kept = messages.iter().map(Stored::of).collect::<Result<Vec<_>>>()?;
+    pub fn extend(&mut self, messages: &[Message], origin: &Origin) -> Result<Vec<Stored>> {
+        let kept = messages.iter().map(|m| Stored::of(m, origin)).collect::<Result<Vec<_>>>()?;
         for (message, kept) in messages.iter().zip(&kept) {
             self.tail.follow(message);
             self.messages.push_back(kept.clone());
@@ -239,7 +248,7 @@ mod tests {
         m.content = json!([{"type": "text", "text": "a \"quoted\"\nline é"}, {"type": "x", "n": 1.50}]);
         m.name = Some("n".into());
         m.metadata = Some(json!({"z": 1, "a": [-0.0, null]}).as_object().unwrap().clone());
-        let (history, kept) = History::of(&[m.clone()]).unwrap();
+        let (history, kept) = History::of(&[m.clone()], &Origin::default()).unwrap();
         assert_eq!(kept[0].message().unwrap(), m);
         assert_eq!(history.parsed(0, 1).unwrap()[0].as_ref(), &m);
         assert_eq!(history.json(0, 1).unwrap()[0].get(), serde_json::to_string(&m).unwrap());
@@ -251,18 +260,18 @@ mod tests {
         let mut m = message(Role::User, "a\"created_at\":");
         m.content = json!("x\",\"created_at\": é");
         m.created_at = "2026-12-01T00:00:00.000001Z".into();
-        let (history, kept) = History::of(std::slice::from_ref(&m)).unwrap();
+        let (history, kept) = History::of(std::slice::from_ref(&m), &Origin::default()).unwrap();
         assert!(kept[0].short && !kept[0].json.get().contains("null"));
         assert_eq!(kept[0].message().unwrap(), m);
         assert_eq!(history.json(0, 1).unwrap()[0].get(), serde_json::to_string(&m).unwrap());
         assert_eq!(history.index_of("a\"created_at\":"), Some(0));
         let mut named = m.clone();
         named.name = Some("n".into());
-        let (history, kept) = History::of(std::slice::from_ref(&named)).unwrap();
+        let (history, kept) = History::of(std::slice::from_ref(&named), &Origin::default()).unwrap();
         assert!(!kept[0].short);
         assert_eq!(history.json(0, 1).unwrap()[0].get(), serde_json::to_string(&named).unwrap());
         let long = Message { content: json!("x".repeat(SHORT_CONTENT + 1)), ..m };
-        let (history, kept) = History::of(std::slice::from_ref(&long)).unwrap();
+        let (history, kept) = History::of(std::slice::from_ref(&long), &Origin::default()).unwrap();
         assert!(!kept[0].short);
         assert_eq!(history.json(0, 1).unwrap()[0].get(), serde_json::to_string(&long).unwrap());
     }
@@ -270,7 +279,8 @@ mod tests {
     #[test]
     fn ids_are_found_by_their_quoted_text() {
         let ids = ["a", "a\"b", "a\\", "é", "a,"];
-        let (history, _) = History::of(&ids.iter().map(|id| message(Role::User, id)).collect::<Vec<_>>()).unwrap();
+        let (history, _) =
+            History::of(&ids.iter().map(|id| message(Role::User, id)).collect::<Vec<_>>(), &Origin::default()).unwrap();
         for (i, id) in ids.iter().enumerate() {
             assert_eq!(history.index_of(id), Some(i), "{id}");
             assert_eq!(history.id_at(i).unwrap().as_deref(), Some(*id));
@@ -283,13 +293,16 @@ mod tests {
 
     #[test]
     fn the_trailing_group_follows_appends_and_cuts() {
-        let (mut history, _) = History::of(&[message(Role::User, "u1"), calls("a1", &["c1", "c2"])]).unwrap();
+        let (mut history, _) =
+            History::of(&[message(Role::User, "u1"), calls("a1", &["c1", "c2"])], &Origin::default()).unwrap();
         assert_eq!(unanswered(&history), ["c1", "c2"]);
-        history.extend(&[result("t1", "c1")]).unwrap();
+        history.extend(&[result("t1", "c1")], &Origin::default()).unwrap();
         assert_eq!(unanswered(&history), ["c2"]);
         history.keep_oldest(2).unwrap();
         assert_eq!(unanswered(&history), ["c1", "c2"]);
-        history.extend(&[result("t1", "c1"), result("t2", "c2"), message(Role::User, "u2")]).unwrap();
+        history
+            .extend(&[result("t1", "c1"), result("t2", "c2"), message(Role::User, "u2")], &Origin::default())
+            .unwrap();
         assert!(unanswered(&history).is_empty());
         history.keep_oldest(4).unwrap();
         assert!(unanswered(&history).is_empty());
@@ -303,8 +316,8 @@ mod tests {
         history.drop_oldest(9).unwrap();
         assert_eq!(history.len(), 0);
         assert!(unanswered(&history).is_empty());
-        let (mut compacted, _) = History::of(&[message(Role::User, "s")]).unwrap();
-        let (old, _) = History::of(&[message(Role::User, "u"), calls("a", &["c"])]).unwrap();
+        let (mut compacted, _) = History::of(&[message(Role::User, "s")], &Origin::default()).unwrap();
+        let (old, _) = History::of(&[message(Role::User, "u"), calls("a", &["c"])], &Origin::default()).unwrap();
         compacted.extend_kept(old.messages.skip(1)).unwrap();
         assert_eq!(unanswered(&compacted), ["c"]);
     }

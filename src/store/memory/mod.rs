@@ -28,7 +28,7 @@ use crate::store::{
     Appended, ChangeFeed, Checks, Compacted, Doomed, Drafts, Found, Histories, HistoryPage, ImageStore, MessageJson,
     Popped, Removed, Rewound, SearchIndex, Sessions,
 };
-use history::{History, Stored};
+use history::{History, Origin, Stored};
 
 #[derive(Default)]
 pub struct MemoryStore {
@@ -150,30 +150,31 @@ impl MemoryStore {
         self.drafts.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn append_now(&self, session_id: &str, messages: Vec<Message>, expected_revision: Option<u64>) -> Result<Appended> {
-        self.append_locked(self.lock(), session_id, messages, expected_revision)
-    }
-
+    /// See `Histories::append`.
     fn append_locked(
         &self,
         mut sessions: MutexGuard<'_, Table>,
         session_id: &str,
         messages: Vec<Message>,
         expected_revision: Option<u64>,
+        once: bool,
     ) -> Result<Appended> {
         let message_ids: Vec<String> = messages.iter().filter_map(|m| m.id.clone()).collect();
         let entry = sessions.get_mut(session_id).ok_or_else(|| not_found(session_id))?;
+        if once && let Some(retried) = retried(session_id, &entry.history, &messages)? {
+            return Ok(retried);
+        }
         check_revision(expected_revision, entry.revision)?;
         let planned = plan_append(entry.history.tail().clone(), messages)?;
         if !planned.is_empty() {
-            let kept = entry.history.extend(&planned)?;
+            let kept = entry.history.extend(&planned, &stored_by(session_id, entry))?;
             self.index_images(&planned, &kept);
             planned.iter().filter_map(|m| m.usage.as_ref()).for_each(|u| entry.usage.add(u));
             entry.touch();
             self.publish(session_id, entry, ChangeKind::Appended);
         }
         let index = entry.history.len().saturating_sub(1) as u64;
-        Ok(Appended { message_ids, index, revision: entry.revision })
+        Ok(Appended::new(message_ids, index, entry.revision))
     }
 
     /// Indexes the images of `messages`, kept as `kept`.
@@ -214,6 +215,38 @@ impl MemoryStore {
 fn archive_of(session_id: &str, entry: &Entry) -> Result<Entry> {
     let forked_from = ForkPoint { session_id: session_id.to_owned(), message_id: entry.history.last_id()? };
     Ok(Entry::new(entry.fields.clone(), entry.history.clone(), Some(forked_from)))
+}
+
+/// Who stores what the next change of `entry` adds: the session, at its next revision.
+fn stored_by(session_id: &str, entry: &Entry) -> Origin {
+    Origin { owner: session_id.into(), revision: entry.revision + 1 }
+}
+
+/// See `store::sql::edits::retried`: the same answer over a memory history.
+fn retried(session_id: &str, history: &History, messages: &[Message]) -> Result<Option<Appended>> {
+    let places: Vec<Option<usize>> =
+        messages.iter().map(|m| m.id.as_deref().and_then(|id| history.index_of(id))).collect();
+    if places.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let mut stored = Vec::with_capacity(messages.len());
+    for (m, place) in messages.iter().zip(&places) {
+        let Some(index) = *place else {
+            let given = messages.iter().zip(&places).find_map(|(m, p)| p.and(m.id.clone())).unwrap_or_default();
+            return Err(Error::message_exists(given, "is stored, but not every message of this request is"));
+        };
+        match history.parsed(index, index + 1)?.pop() {
+            Some(found) if m.is_retry_of(&found) => stored.push((*found).clone()),
+            _ => {
+                let id = m.id.clone().unwrap_or_default();
+                return Err(Error::message_exists(id, "is already used by a different message in this session"));
+            }
+        }
+    }
+    let Some(&Some(last)) = places.last() else { return Ok(None) };
+    let origin = history.messages.get(last).map(|k| k.origin.clone()).unwrap_or_default();
+    let revision = if &*origin.owner == session_id { origin.revision } else { 0 };
+    Ok(Some(Appended::duplicate(stored, last as u64, revision)))
 }
 
 fn not_found(session_id: &str) -> Error {
@@ -328,17 +361,14 @@ impl Sessions for MemoryStore {
     }
 
     async fn import(&self, import: Import, replace: bool, expected_revision: Option<u64>) -> Result<SessionInfo> {
-        let (history, kept) = History::of(&import.messages)?;
-        let mut entry = Entry::new(import.fields, history, None);
-        entry.usage = UsageTotals::of(import.messages.iter().filter_map(|m| m.usage.as_ref()));
         let mut sessions = self.lock();
+        let mut replaced = None;
         let id = match import.session_id {
             Some(id) if replace => {
                 match sessions.get(&id) {
                     Some(old) => {
                         check_revision(expected_revision, old.revision)?;
-                        entry.created_at = old.created_at.clone();
-                        entry.revision = old.revision + 1;
+                        replaced = Some((old.created_at.clone(), old.revision + 1));
                     }
                     None if expected_revision.is_some() => return Err(not_found(&id)),
                     None => {}
@@ -347,6 +377,13 @@ impl Sessions for MemoryStore {
             }
             other => free_id(&sessions, other)?,
         };
+        let revision = replaced.as_ref().map_or(0, |r| r.1);
+        let (history, kept) = History::of(&import.messages, &Origin { owner: id.as_str().into(), revision })?;
+        let mut entry = Entry::new(import.fields, history, None);
+        entry.usage = UsageTotals::of(import.messages.iter().filter_map(|m| m.usage.as_ref()));
+        if let Some((created_at, revision)) = replaced {
+            (entry.created_at, entry.revision) = (created_at, revision);
+        }
         self.index_images(&import.messages, &kept);
         let info = entry.info(&id);
         self.publish(&id, &entry, ChangeKind::Imported);
@@ -366,8 +403,9 @@ impl Histories for MemoryStore {
         session_id: &str,
         messages: Vec<Message>,
         expected_revision: Option<u64>,
+        once: bool,
     ) -> Result<Appended> {
-        self.append_now(session_id, messages, expected_revision)
+        self.append_locked(self.lock(), session_id, messages, expected_revision, once)
     }
 
     async fn history(&self, session_id: &str, offset: u64, limit: Option<u64>) -> Result<HistoryPage> {
@@ -412,7 +450,7 @@ impl Histories for MemoryStore {
             history.keep_oldest(n - 1)?;
             if let Some(replacement) = replace_with {
                 let planned = plan_append(history.tail().clone(), vec![replacement])?;
-                let kept = history.extend(&planned)?;
+                let kept = history.extend(&planned, &stored_by(session_id, e))?;
                 self.index_images(&planned, &kept);
             }
             e.history = history;
@@ -465,7 +503,7 @@ impl Histories for MemoryStore {
         }
         let summary = compaction_message(summary, cut as u64, old.id_at(0)?, old.id_at(cut - 1)?);
         let summary_message_id = summary.id.clone();
-        let (mut history, _) = History::of(&[summary])?;
+        let (mut history, _) = History::of(&[summary], &stored_by(session_id, entry))?;
         history.extend_kept(old.messages.skip(cut))?;
         let archived = archive.then(|| archive_of(session_id, entry)).transpose()?;
         let (archived_session_id, revision) =
@@ -485,7 +523,7 @@ impl Drafts for MemoryStore {
     ) -> Result<Appended> {
         let sessions = self.lock();
         let mut drafts = self.drafts();
-        let appended = self.append_locked(sessions, session_id, messages, expected_revision)?;
+        let appended = self.append_locked(sessions, session_id, messages, expected_revision, false)?;
         drafts.remove(stream_id);
         Ok(appended)
     }
@@ -516,7 +554,7 @@ impl Drafts for MemoryStore {
             return Ok(None);
         }
         let session_id = draft.session_id.clone();
-        self.append_locked(sessions, &session_id, draft.into_messages(end), None).map(Some)
+        self.append_locked(sessions, &session_id, draft.into_messages(end), None, false).map(Some)
     }
 
     async fn stale_drafts(&self, before: i64) -> Result<Vec<String>> {

@@ -167,7 +167,7 @@ pub async fn load_images(db: &Db, message: &mut Message) -> Result<()> {
     Ok(())
 }
 
-pub async fn insert_message(db: &Db, segment: i64, seq: u64, m: &Message) -> Result<()> {
+pub async fn insert_message(db: &Db, segment: i64, seq: u64, m: &Message, revision: u64) -> Result<()> {
     let mut hashes = None;
     if let Some(images) = &m.images {
         let mut list = Vec::with_capacity(images.len());
@@ -177,8 +177,8 @@ pub async fn insert_message(db: &Db, segment: i64, seq: u64, m: &Message) -> Res
         hashes = Some(list);
     }
     let sql = format!(
-        "INSERT INTO messages (segment, seq, {MESSAGE_COLUMNS}, words) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::text::tsvector)"
+        "INSERT INTO messages (segment, seq, {MESSAGE_COLUMNS}, words, revision) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::text::tsvector, $15)"
     );
     execute(
         db,
@@ -198,6 +198,7 @@ pub async fn insert_message(db: &Db, segment: i64, seq: u64, m: &Message) -> Res
             &opt_json(&m.usage),
             &m.created_at,
             &crate::session::search::tsvector(m),
+            &(revision as i64),
         ],
     )
     .await

@@ -98,6 +98,12 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE messages ADD COLUMN usage text;
     ALTER TABLE sessions ADD COLUMN usage text;
     "#,
+    // 5: as SQLite's version 8: exactly-once appends (each segment's owner, each
+    // message's revision).
+    r#"
+    ALTER TABLE segments ADD COLUMN owner text COLLATE "C";
+    ALTER TABLE messages ADD COLUMN revision bigint;
+    "#,
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

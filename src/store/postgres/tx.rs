@@ -72,9 +72,9 @@ impl Tx for Pg<'_> {
         changes::record(self.db, &self.schema, session_id, revision, kind, message_count).await
     }
 
-    async fn new_segment(&self, parent: Option<i64>, base: u64) -> Result<i64> {
-        let sql = "INSERT INTO segments (parent, base) VALUES ($1, $2) RETURNING id";
-        let row = query_opt(self.db, sql, &[&parent, &(base as i64)]).await?;
+    async fn new_segment(&self, parent: Option<i64>, base: u64, owner: &str) -> Result<i64> {
+        let sql = "INSERT INTO segments (parent, base, owner) VALUES ($1, $2, $3) RETURNING id";
+        let row = query_opt(self.db, sql, &[&parent, &(base as i64), &owner]).await?;
         row.map(|r| r.get(0)).ok_or_else(|| Error::StorageUnavailable("a new segment was not given an id".into()))
     }
 
@@ -133,8 +133,15 @@ impl Tx for Pg<'_> {
         execute(self.db, "UPDATE segments SET parent = NULL WHERE id = $1", &[&id]).await.map(drop)
     }
 
-    async fn insert(&self, segment: i64, seq: u64, message: &Message) -> Result<()> {
-        rows::insert_message(self.db, segment, seq, message).await
+    async fn insert(&self, segment: i64, seq: u64, message: &Message, revision: u64) -> Result<()> {
+        rows::insert_message(self.db, segment, seq, message, revision).await
+    }
+
+    async fn origin(&self, segment: i64, seq: u64) -> Result<(Option<String>, u64)> {
+        let sql = "SELECT s.owner, m.revision FROM messages m JOIN segments s ON s.id = m.segment \
+                   WHERE m.segment = $1 AND m.seq = $2";
+        let row = query_opt(self.db, sql, &[&segment, &(seq as i64)]).await?;
+        Ok(row.map_or((None, 0), |r| (r.get(0), r.get::<_, Option<i64>>(1).unwrap_or(0) as u64)))
     }
 
     async fn messages(&self, segment: i64, lo: u64, hi: u64) -> Result<Vec<Message>> {

@@ -158,10 +158,15 @@ pub async fn results_from<T: Tx + ?Sized>(tx: &T, spans: &[Span], from: u64) -> 
 
 /// The position of message `id` among the positions the spans serve.
 pub async fn position_of<T: Tx + ?Sized>(tx: &T, spans: &[Span], id: &str) -> Result<Option<u64>> {
+    Ok(place_of(tx, spans, id).await?.map(|(_, position)| position))
+}
+
+/// The segment and position of message `id` among the positions the spans serve.
+pub async fn place_of<T: Tx + ?Sized>(tx: &T, spans: &[Span], id: &str) -> Result<Option<(i64, u64)>> {
     let places = tx.places_of(id).await?;
-    Ok(places.into_iter().find_map(|(segment, seq)| {
-        spans.iter().any(|s| s.segment == segment && (s.lo..s.hi).contains(&seq)).then_some(seq)
-    }))
+    Ok(places
+        .into_iter()
+        .find(|&(segment, seq)| spans.iter().any(|s| s.segment == segment && (s.lo..s.hi).contains(&seq))))
 }
 
 /// The id of the message at `position`.

@@ -46,16 +46,23 @@ async fn put<T: Tx + ?Sized>(tx: &T, kind: ChangeKind, row: &SessionRow) -> Resu
     tx.record(&row.info.session_id, row.info.revision, kind, row.count()).await
 }
 
-async fn insert_all<T: Tx + ?Sized>(tx: &T, segment: i64, from: u64, messages: &[Message]) -> Result<()> {
+/// Inserts `messages` at `from` on, as stored by the change that makes `revision`.
+async fn insert_all<T: Tx + ?Sized>(
+    tx: &T,
+    segment: i64,
+    from: u64,
+    messages: &[Message],
+    revision: u64,
+) -> Result<()> {
     for (i, m) in messages.iter().enumerate() {
-        tx.insert(segment, from + i as u64, m).await?;
+        tx.insert(segment, from + i as u64, m, revision).await?;
     }
     Ok(())
 }
 
 pub async fn create<T: Tx + ?Sized>(tx: &T, session_id: Option<String>, fields: Fields) -> Result<SessionInfo> {
     let info = new_info(free_id(tx, session_id).await?, fields, None, 0);
-    let segment = tx.new_segment(None, 0).await?;
+    let segment = tx.new_segment(None, 0, &info.session_id).await?;
     put(tx, ChangeKind::Created, &SessionRow { info: info.clone(), segment, start: 0, len: 0 }).await?;
     Ok(info)
 }
@@ -107,12 +114,15 @@ pub async fn delete_many<T: Tx + ?Sized>(tx: &T, doomed: Doomed) -> Result<u64> 
     Ok(deleted)
 }
 
-/// Appends `messages` under the rules of `session::plan_append`, all or nothing.
+/// Appends `messages` under the rules of `session::plan_append`, all or nothing. With
+/// `once`, their ids are the client's, and a retry of an append already stored is
+/// answered as the first time (`retried`), before the revision and the rules are checked.
 pub async fn append<T: Tx + ?Sized>(
     tx: &T,
     id: &str,
     messages: Vec<Message>,
     expected: Option<u64>,
+    once: bool,
 ) -> Result<Appended> {
     let Appending { row, mut spans, mut tail } = match tx.carried() {
         Some(carried) if carried.row.info.session_id == id => carried,
@@ -123,21 +133,24 @@ pub async fn append<T: Tx + ?Sized>(
             Appending { row, spans, tail }
         }
     };
+    if once && let Some(retried) = retried(tx, &row, &spans, &messages).await? {
+        return Ok(retried);
+    }
     check_revision(expected, row.info.revision)?;
     let message_ids = messages.iter().filter_map(|m| m.id.clone()).collect();
     let planned = plan_append(tail.clone(), messages)?;
     if planned.is_empty() {
         let index = row.len.saturating_sub(row.start + 1);
-        return Ok(Appended { message_ids, index, revision: row.info.revision });
+        return Ok(Appended::new(message_ids, index, row.info.revision));
     }
-    insert_all(tx, row.segment, row.len, &planned).await?;
     let mut row = touched(row);
+    insert_all(tx, row.segment, row.len, &planned, row.info.revision).await?;
     row.len += planned.len() as u64;
     row.info.message_count = row.count();
     planned.iter().filter_map(|m| m.usage.as_ref()).for_each(|u| row.info.usage.add(u));
     tx.put_appended(&row).await?;
     tx.record(id, row.info.revision, ChangeKind::Appended, row.count()).await?;
-    let appended = Appended { message_ids, index: row.count() - 1, revision: row.info.revision };
+    let appended = Appended::new(message_ids, row.count() - 1, row.info.revision);
     // The head segment now serves up to the new length; when it served nothing before
     // (a fork cut at its parent's end), the next append reads the chain again.
     if let Some(head) = spans.first_mut().filter(|span| span.segment == row.segment) {
@@ -146,6 +159,47 @@ pub async fn append<T: Tx + ?Sized>(
         tx.carry(Appending { row, spans, tail });
     }
     Ok(appended)
+}
+
+/// An append given client ids that the history holds already: when every message is
+/// there, stored the same (`Message::is_retry_of`), the reply it had (`Appended::duplicate`),
+/// with each message's current place and the revision its append made (0 for a fork's
+/// copy of its parent's); when only some are, or one differs, `MessageExists`. `None`
+/// when none is there.
+async fn retried<T: Tx + ?Sized>(
+    tx: &T,
+    row: &SessionRow,
+    spans: &[Span],
+    messages: &[Message],
+) -> Result<Option<Appended>> {
+    let mut places = Vec::with_capacity(messages.len());
+    for m in messages {
+        let place = match &m.id {
+            Some(id) => chain::place_of(tx, spans, id).await?,
+            None => None,
+        };
+        places.push(place);
+    }
+    if places.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let mut stored = Vec::with_capacity(messages.len());
+    for (m, place) in messages.iter().zip(&places) {
+        let id = m.id.clone().unwrap_or_default();
+        let Some((_, position)) = *place else {
+            let given = messages.iter().zip(&places).find_map(|(m, p)| p.and(m.id.clone())).unwrap_or_default();
+            return Err(Error::message_exists(given, "is stored, but not every message of this request is"));
+        };
+        let mut found = chain::read(tx, spans, position, position + 1).await?;
+        match found.pop() {
+            Some(s) if m.is_retry_of(&s) => stored.push(s),
+            _ => return Err(Error::message_exists(id, "is already used by a different message in this session")),
+        }
+    }
+    let Some(&Some((segment, position))) = places.last() else { return Ok(None) };
+    let (owner, revision) = tx.origin(segment, position).await?;
+    let revision = if owner.as_deref().is_none_or(|o| o == row.info.session_id) { revision } else { 0 };
+    Ok(Some(Appended::duplicate(stored, position - row.start, revision)))
 }
 
 /// Keeps the last `max_turns` turns whole (`session::turns_cut`).
@@ -194,7 +248,8 @@ pub async fn rewind<T: Tx + ?Sized>(
     let archived_session_id = if keep_archive { Some(archive(tx, &row, &spans).await?) } else { None };
     let (old, removed) = (row.segment, row.len - keep);
     let mut row = touched(row);
-    (row.segment, row.len) = (tx.new_segment(fork_parent(&spans, row.start, keep), keep).await?, keep);
+    let parent = fork_parent(&spans, row.start, keep);
+    (row.segment, row.len) = (tx.new_segment(parent, keep, &row.info.session_id).await?, keep);
     put(tx, ChangeKind::Rewound, &row).await?;
     chain::reclaim(tx, old).await?;
     Ok(Rewound { removed, revision: row.info.revision, archived_session_id })
@@ -228,8 +283,9 @@ pub async fn compact<T: Tx + ?Sized>(
     let archived_session_id = if keep_archive { Some(archive(tx, &row, &spans).await?) } else { None };
     let old = row.segment;
     let mut row = touched(row);
-    (row.segment, row.start, row.len) = (tx.new_segment(None, 0).await?, 0, messages.len() as u64);
-    insert_all(tx, row.segment, 0, &messages).await?;
+    let segment = tx.new_segment(None, 0, &row.info.session_id).await?;
+    (row.segment, row.start, row.len) = (segment, 0, messages.len() as u64);
+    insert_all(tx, row.segment, 0, &messages, row.info.revision).await?;
     put(tx, ChangeKind::Compacted, &row).await?;
     chain::reclaim(tx, old).await?;
     Ok(Compacted { removed: cut, revision: row.info.revision, summary_message_id, archived_session_id })
@@ -253,11 +309,12 @@ pub async fn pop<T: Tx + ?Sized>(
     let old = row.segment;
     let mut row = touched(row);
     let keep = row.len - 1;
-    (row.segment, row.len) = (tx.new_segment(fork_parent(&spans, row.start, keep), keep).await?, keep);
+    let parent = fork_parent(&spans, row.start, keep);
+    (row.segment, row.len) = (tx.new_segment(parent, keep, &row.info.session_id).await?, keep);
     if let Some(replacement) = replace_with {
         let tail = chain::tail(tx, &chain::spans(tx, &row).await?).await?;
         let planned = plan_append(tail, vec![replacement])?;
-        insert_all(tx, row.segment, row.len, &planned).await?;
+        insert_all(tx, row.segment, row.len, &planned, row.info.revision).await?;
         row.len += planned.len() as u64;
     }
     row.info.message_count = row.count();
@@ -275,7 +332,7 @@ pub async fn clear<T: Tx + ?Sized>(tx: &T, id: &str, expected: Option<u64>) -> R
     }
     let old = row.segment;
     let mut row = touched(row);
-    (row.segment, row.start, row.len) = (tx.new_segment(None, 0).await?, 0, 0);
+    (row.segment, row.start, row.len) = (tx.new_segment(None, 0, &row.info.session_id).await?, 0, 0);
     put(tx, ChangeKind::Cleared, &row).await?;
     chain::reclaim(tx, old).await?;
     Ok(Removed { removed, revision: row.info.revision })
@@ -301,7 +358,7 @@ pub async fn fork<T: Tx + ?Sized>(
         None => (parent.len, None),
     };
     let new_id = free_id(tx, new_session_id).await?;
-    let segment = tx.new_segment(fork_parent(&spans, parent.start, cut), cut).await?;
+    let segment = tx.new_segment(fork_parent(&spans, parent.start, cut), cut, &new_id).await?;
     let forked_from = ForkPoint { session_id: id.to_owned(), message_id: last };
     let info = new_info(new_id, parent.fields(), Some(forked_from), cut - parent.start);
     put(tx, ChangeKind::Created, &SessionRow { info: info.clone(), segment, start: parent.start, len: cut }).await?;
@@ -326,11 +383,11 @@ pub async fn import<T: Tx + ?Sized>(
         (None, Some(id)) if replace && expected.is_some() => return Err(Error::SessionNotFound(id.clone())),
         _ => {}
     }
-    let segment = tx.new_segment(None, 0).await?;
-    insert_all(tx, segment, 0, &import.messages).await?;
     let usage = UsageTotals::of(import.messages.iter().filter_map(|m| m.usage.as_ref()));
     let Some(old) = existing else {
         let mut info = new_info(free_id(tx, import.session_id).await?, import.fields, None, n);
+        let segment = tx.new_segment(None, 0, &info.session_id).await?;
+        insert_all(tx, segment, 0, &import.messages, 0).await?;
         info.usage = usage;
         put(tx, ChangeKind::Imported, &SessionRow { info: info.clone(), segment, start: 0, len: n }).await?;
         return Ok(info);
@@ -338,6 +395,8 @@ pub async fn import<T: Tx + ?Sized>(
     let old_segment = old.segment;
     let mut info = new_info(old.info.session_id, import.fields, None, n);
     (info.created_at, info.revision, info.usage) = (old.info.created_at, old.info.revision + 1, usage);
+    let segment = tx.new_segment(None, 0, &info.session_id).await?;
+    insert_all(tx, segment, 0, &import.messages, info.revision).await?;
     put(tx, ChangeKind::Imported, &SessionRow { info: info.clone(), segment, start: 0, len: n }).await?;
     chain::reclaim(tx, old_segment).await?;
     Ok(info)
@@ -351,7 +410,7 @@ pub async fn append_finishing<T: Tx + ?Sized>(
     expected: Option<u64>,
     stream_id: &str,
 ) -> Result<Appended> {
-    let appended = append(tx, id, messages, expected).await?;
+    let appended = append(tx, id, messages, expected, false).await?;
     tx.delete_draft(stream_id).await?;
     Ok(appended)
 }
@@ -374,5 +433,5 @@ pub async fn settle_draft<T: Tx + ?Sized>(tx: &T, stream_id: &str, end: DraftEnd
         return Ok(None);
     }
     let session_id = draft.session_id.clone();
-    append(tx, &session_id, draft.into_messages(end), None).await.map(Some)
+    append(tx, &session_id, draft.into_messages(end), None, false).await.map(Some)
 }

@@ -24,7 +24,7 @@ pub enum Edit {
     DeleteMany(Doomed),
     Fork { session_id: String, new_session_id: Option<String>, at_message_id: Option<String> },
     Import { import: Import, replace: bool, expected: Option<u64> },
-    Append { session_id: String, messages: Vec<Message>, expected: Option<u64> },
+    Append { session_id: String, messages: Vec<Message>, expected: Option<u64>, once: bool },
     TrimTurns { session_id: String, max_turns: u64, expected: Option<u64> },
     Rewind { session_id: String, to: String, archive: bool, expected: Option<u64> },
     Compact { session_id: String, keep_turns: u64, summary: String, archive: bool, expected: Option<u64> },
@@ -69,8 +69,8 @@ impl Edit {
             Edit::Import { import, replace, expected } => {
                 Done::Session(edits::import(tx, import, replace, expected).await?)
             }
-            Edit::Append { session_id, messages, expected } => {
-                Done::Appended(edits::append(tx, &session_id, messages, expected).await?)
+            Edit::Append { session_id, messages, expected, once } => {
+                Done::Appended(edits::append(tx, &session_id, messages, expected, once).await?)
             }
             Edit::TrimTurns { session_id, max_turns, expected } => {
                 Done::Removed(edits::trim_turns(tx, &session_id, max_turns, expected).await?)

@@ -27,6 +27,11 @@ pub trait Engine: Send + Sync + 'static {
     fn read(&self, read: Read) -> impl Future<Output = Result<Got>> + Send;
     /// Makes every acknowledged write durable.
     fn flush(&self) -> impl Future<Output = Result<()>> + Send;
+    /// Makes every acknowledged write durable and lets go of the database, at a clean
+    /// end (`store::Sessions::close`).
+    fn close(&self) -> impl Future<Output = Result<()>> + Send {
+        self.flush()
+    }
     /// Watches every change committed from now on, by any process.
     fn watch(&self) -> Arc<Watcher>;
 }
@@ -109,12 +114,22 @@ impl<E: Engine> Sessions for SqlStore<E> {
     async fn flush(&self) -> Result<()> {
         self.engine.flush().await
     }
+
+    async fn close(&self) -> Result<()> {
+        self.engine.close().await
+    }
 }
 
 #[async_trait]
 impl<E: Engine> Histories for SqlStore<E> {
-    async fn append(&self, session_id: &str, messages: Vec<Message>, expected: Option<u64>) -> Result<Appended> {
-        self.appended(Edit::Append { session_id: session_id.to_owned(), messages, expected }).await
+    async fn append(
+        &self,
+        session_id: &str,
+        messages: Vec<Message>,
+        expected: Option<u64>,
+        once: bool,
+    ) -> Result<Appended> {
+        self.appended(Edit::Append { session_id: session_id.to_owned(), messages, expected, once }).await
     }
 
     async fn history(&self, session_id: &str, offset: u64, limit: Option<u64>) -> Result<HistoryPage> {

@@ -44,7 +44,8 @@ pub trait Tx {
     async fn record(&self, session_id: &str, revision: u64, kind: ChangeKind, message_count: u64) -> Result<()>;
 
     // Segments.
-    async fn new_segment(&self, parent: Option<i64>, base: u64) -> Result<i64>;
+    /// A new segment for the session `owner`: a history of its own from `base` on.
+    async fn new_segment(&self, parent: Option<i64>, base: u64, owner: &str) -> Result<i64>;
     /// A segment's parent and base, if it exists.
     async fn segment(&self, id: i64) -> Result<Option<(Option<i64>, u64)>>;
     /// The segments from `head` up its parents, each with its base, newest first, as far
@@ -96,7 +97,11 @@ pub trait Tx {
     async fn detach(&self, id: i64) -> Result<()>;
 
     // Messages.
-    async fn insert(&self, segment: i64, seq: u64, message: &Message) -> Result<()>;
+    /// Inserts a message stored by the change that made `revision` of its session.
+    async fn insert(&self, segment: i64, seq: u64, message: &Message, revision: u64) -> Result<()>;
+    /// Who stored the message at `seq` of `segment`: its segment's owner (unknown for a
+    /// segment older than owners), and the revision the change that stored it made.
+    async fn origin(&self, segment: i64, seq: u64) -> Result<(Option<String>, u64)>;
     /// The messages at `[lo, hi)` of one segment, oldest first, images loaded.
     async fn messages(&self, segment: i64, lo: u64, hi: u64) -> Result<Vec<Message>>;
     /// `messages`, each as the JSON text it serializes to: a backend that holds that text

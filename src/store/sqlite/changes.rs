@@ -5,6 +5,7 @@
 //! nothing changes, and reads the new rows when something did.
 
 use std::sync::Weak;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rusqlite::{Connection, params};
@@ -65,11 +66,11 @@ fn since(c: &Connection, after: i64) -> rusqlite::Result<Vec<(i64, Change)>> {
 }
 
 /// Polls the log on `conn` from the row after `after` and publishes what it finds to
-/// `feed`'s watchers (passing over what nobody watches), while `feed` lives; runs on a
-/// thread of its own.
-pub fn poll(conn: Connection, feed: Weak<Feed>, after: i64) {
+/// `feed`'s watchers (passing over what nobody watches), while `feed` lives and until
+/// `stop`; runs on a thread of its own.
+pub fn poll(conn: Connection, feed: Weak<Feed>, after: i64, stop: &AtomicBool) {
     let mut seen = (None, after); // (data_version, last seq)
-    while let Some(feed) = feed.upgrade() {
+    while let Some(feed) = feed.upgrade().filter(|_| !stop.load(Ordering::Acquire)) {
         if let Err(e) = step(&conn, &feed, &mut seen) {
             tracing::warn!(error = %e, "cannot read the change log");
         }

@@ -35,9 +35,15 @@ struct Job {
     reply: oneshot::Sender<Result<Output>>,
 }
 
+/// What the writer thread is sent: a job, or the end (`Committer::close`).
+enum Message {
+    Job(Job),
+    Close(oneshot::Sender<()>),
+}
+
 #[derive(Clone)]
 pub struct Committer {
-    tx: mpsc::UnboundedSender<Job>,
+    tx: mpsc::UnboundedSender<Message>,
 }
 
 thread_local! {
@@ -63,7 +69,8 @@ fn stopped() -> Error {
 }
 
 impl Committer {
-    /// Starts the thread; it ends, checkpointing the log, when every `Committer` is dropped.
+    /// Starts the thread; it ends, checkpointing the log, when every `Committer` is
+    /// dropped or one is closed.
     pub fn spawn(conn: Connection) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::unbounded_channel();
         std::thread::Builder::new().name("convo-sqlite-writer".into()).spawn(move || run(conn, rx))?;
@@ -78,27 +85,57 @@ impl Committer {
     {
         let (reply, answer) = oneshot::channel();
         let run = Box::new(move |conn: &Connection| work(conn).map(|t| Box::new(t) as Output));
-        self.tx.send(Job { run, reply }).map_err(|_| stopped())?;
+        self.tx.send(Message::Job(Job { run, reply })).map_err(|_| stopped())?;
         crate::store::queued::signal();
         let output = answer.await.map_err(|_| stopped())??;
         output.downcast::<T>().map(|t| *t).map_err(|_| Error::Internal("a store job returned the wrong type".into()))
     }
+
+    /// Commits what was queued before, then moves the whole log into the database file
+    /// and closes the writer's connection; returns once it is closed. Writes after it
+    /// fail with 1006.
+    pub async fn close(&self) {
+        let (done, closed) = oneshot::channel();
+        if self.tx.send(Message::Close(done)).is_ok() {
+            let _ = closed.await;
+        }
+    }
 }
 
-fn run(conn: Connection, mut rx: mpsc::UnboundedReceiver<Job>) {
-    while let Some(first) = rx.blocking_recv() {
-        let mut group = vec![first];
-        while group.len() < MAX_GROUP {
+fn run(conn: Connection, mut rx: mpsc::UnboundedReceiver<Message>) {
+    let mut closing = None;
+    while closing.is_none() {
+        let mut group = Vec::new();
+        match rx.blocking_recv() {
+            Some(Message::Job(job)) => group.push(job),
+            Some(Message::Close(done)) => closing = Some(done),
+            None => break,
+        }
+        while closing.is_none() && !group.is_empty() && group.len() < MAX_GROUP {
             match rx.try_recv() {
-                Ok(job) => group.push(job),
+                Ok(Message::Job(job)) => group.push(job),
+                Ok(Message::Close(done)) => closing = Some(done),
                 Err(_) => break,
             }
         }
-        commit_group(&conn, group);
+        if !group.is_empty() {
+            commit_group(&conn, group);
+        }
     }
     // Keep the write-ahead log short for the next start; another process may hold it.
-    if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)") {
+    // At a clean end, all of it goes into the file, which then holds every session.
+    let checkpoint =
+        if closing.is_some() { "PRAGMA wal_checkpoint(TRUNCATE)" } else { "PRAGMA wal_checkpoint(PASSIVE)" };
+    if let Err(e) = conn.execute_batch(checkpoint) {
         tracing::debug!(error = %e, "no checkpoint at exit");
+    }
+    // The last connection to the file closed removes the log, when no other process
+    // has the database open.
+    if let Err((_, e)) = conn.close() {
+        tracing::warn!(error = %e, "the database did not close cleanly");
+    }
+    if let Some(done) = closing {
+        let _ = done.send(());
     }
 }
 

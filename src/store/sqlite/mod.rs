@@ -25,7 +25,8 @@ mod tx;
 mod words;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::error::{Error, Result};
 use crate::store::feed::{Feed, Watcher};
@@ -47,6 +48,9 @@ pub struct Sqlite {
     /// Changes of every process, published by the change-log poller.
     feed: Arc<Feed>,
     poller: std::sync::Once,
+    /// The poller's thread, and what stops it.
+    polling: Mutex<Option<std::thread::JoinHandle<()>>>,
+    stop_polling: Arc<AtomicBool>,
 }
 
 impl SqlStore<Sqlite> {
@@ -80,6 +84,8 @@ impl Sqlite {
                 committer,
                 feed: Arc::default(),
                 poller: std::sync::Once::new(),
+                polling: Mutex::default(),
+                stop_polling: Arc::default(),
             }),
             Err(e) => {
                 // Every connection is closed by now.
@@ -109,20 +115,38 @@ impl Engine for Sqlite {
         self.committer.write(|_| Ok(())).await
     }
 
+    /// Closes every connection of this process, the writer's last, after moving the
+    /// whole log into the file: when no other process has the database open, SQLite
+    /// then removes the log, and the `.db` file alone holds every session.
+    async fn close(&self) -> Result<()> {
+        self.stop_polling.store(true, Ordering::Release);
+        let polling = self.polling.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(thread) = polling {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+        self.readers.close();
+        self.committer.close().await;
+        Ok(())
+    }
+
     fn watch(&self) -> Arc<Watcher> {
         // Watching before the poller starts: it publishes from its first row on.
         let watcher = self.feed.watch();
         self.poller.call_once(|| {
             let (path, settings, feed) = (self.path.clone(), self.settings, Arc::downgrade(&self.feed));
+            let stop = self.stop_polling.clone();
             let started = schema::open_reader(&path, settings).and_then(|conn| {
                 let after = changes::newest(&conn).map_err(sql)?;
                 std::thread::Builder::new()
                     .name("convo-sqlite-watch".into())
-                    .spawn(move || changes::poll(conn, feed, after))
+                    .spawn(move || changes::poll(conn, feed, after, &stop))
                     .map_err(|e| Error::StorageUnavailable(e.to_string()))
             });
-            if let Err(e) = started {
-                tracing::error!(error = %e, "cannot watch the change log; other processes' changes will not be seen");
+            match started {
+                Ok(thread) => *self.polling.lock().unwrap_or_else(PoisonError::into_inner) = Some(thread),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot watch the change log; other processes' changes will not be seen")
+                }
             }
         });
         watcher

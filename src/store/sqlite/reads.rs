@@ -4,6 +4,7 @@
 //! transaction, so it sees one snapshot.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rusqlite::Connection;
@@ -23,12 +24,20 @@ pub struct Readers {
     settings: Settings,
     pool: Pool,
     idle: Arc<Mutex<Vec<Connection>>>,
+    closed: Arc<AtomicBool>,
 }
 
 impl Readers {
     /// The pool, keeping `first` (a connection already open) for its first read.
     pub fn new(path: PathBuf, settings: Settings, first: Connection) -> Self {
-        Readers { path, settings, pool: Pool::new("sqlite reader", READERS), idle: Arc::new(Mutex::new(vec![first])) }
+        let idle = Arc::new(Mutex::new(vec![first]));
+        Readers { path, settings, pool: Pool::new("sqlite reader", READERS), idle, closed: Arc::default() }
+    }
+
+    /// Closes the idle connections; reads after it fail with 1006.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner).clear();
     }
 
     /// Runs `work` in a read transaction (one snapshot) on a blocking thread.
@@ -38,6 +47,9 @@ impl Readers {
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
         let (idle, path, settings) = (self.idle.clone(), self.path.clone(), self.settings);
+        if self.closed.load(Ordering::Acquire) {
+            return Err(crate::error::Error::StorageUnavailable("the database is closed".into()));
+        }
         self.pool
             .run(move || {
                 let pooled = idle.lock().unwrap_or_else(PoisonError::into_inner).pop();

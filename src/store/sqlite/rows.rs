@@ -239,12 +239,12 @@ pub fn load_images(conn: &Connection, message: &mut Message) -> Result<()> {
     Ok(())
 }
 
-pub fn insert_message(conn: &Connection, segment: i64, seq: u64, m: &Message) -> Result<()> {
+pub fn insert_message(conn: &Connection, segment: i64, seq: u64, m: &Message, revision: u64) -> Result<()> {
     let hashes = m.images.as_ref().map(|images| images.iter().map(|i| store_blob(conn, i)).collect::<Result<Vec<_>>>());
     let hashes = hashes.transpose()?;
     conn.prepare_cached(&format!(
-        "INSERT INTO messages (segment, seq, {MESSAGE_COLUMNS}) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+        "INSERT INTO messages (segment, seq, {MESSAGE_COLUMNS}, revision) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
     ))
     .and_then(|mut s| {
         s.execute(params![
@@ -261,6 +261,7 @@ pub fn insert_message(conn: &Connection, segment: i64, seq: u64, m: &Message) ->
             opt_json(&m.native),
             opt_json(&m.usage),
             m.created_at,
+            revision as i64,
         ])
     })
     .map_err(sql)?;

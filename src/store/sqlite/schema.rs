@@ -113,6 +113,12 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE messages ADD COLUMN usage TEXT;
     ALTER TABLE sessions ADD COLUMN usage TEXT;
     "#,
+    // 8: exactly-once appends: the session each segment was made for, and the revision
+    // the change that stored each message made (null in rows older than this).
+    r#"
+    ALTER TABLE segments ADD COLUMN owner TEXT;
+    ALTER TABLE messages ADD COLUMN revision INTEGER;
+    "#,
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

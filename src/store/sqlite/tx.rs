@@ -85,10 +85,10 @@ impl Tx for Lite<'_> {
         changes::record(self.conn, session_id, revision, kind, message_count)
     }
 
-    async fn new_segment(&self, parent: Option<i64>, base: u64) -> Result<i64> {
+    async fn new_segment(&self, parent: Option<i64>, base: u64, owner: &str) -> Result<i64> {
         self.conn
-            .prepare_cached("INSERT INTO segments (parent, base) VALUES (?1, ?2)")
-            .and_then(|mut s| s.insert(params![parent, base as i64]))
+            .prepare_cached("INSERT INTO segments (parent, base, owner) VALUES (?1, ?2, ?3)")
+            .and_then(|mut s| s.insert(params![parent, base as i64, owner]))
             .map_err(sql)
     }
 
@@ -122,8 +122,22 @@ impl Tx for Lite<'_> {
         self.run("UPDATE segments SET parent = NULL WHERE id = ?1", [id])
     }
 
-    async fn insert(&self, segment: i64, seq: u64, message: &Message) -> Result<()> {
-        rows::insert_message(self.conn, segment, seq, message)
+    async fn insert(&self, segment: i64, seq: u64, message: &Message, revision: u64) -> Result<()> {
+        rows::insert_message(self.conn, segment, seq, message, revision)
+    }
+
+    async fn origin(&self, segment: i64, seq: u64) -> Result<(Option<String>, u64)> {
+        self.conn
+            .prepare_cached(
+                "SELECT s.owner, m.revision FROM messages m JOIN segments s ON s.id = m.segment \
+                 WHERE m.segment = ?1 AND m.seq = ?2",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![segment, seq as i64], |r| {
+                    Ok((r.get(0)?, r.get::<_, Option<i64>>(1)?.unwrap_or(0) as u64))
+                })
+            })
+            .map_err(sql)
     }
 
     async fn messages(&self, segment: i64, lo: u64, hi: u64) -> Result<Vec<Message>> {

@@ -29,6 +29,7 @@ from .errors import (
     InvalidParams,
     InvalidRequest,
     InvalidSequence,
+    MessageExists,
     MessageNotFound,
     MethodNotFound,
     ParseError,
@@ -75,4 +76,5 @@ __all__ = [
     "MessageNotFound",
     "RuntimeFailed",
     "InvalidOutput",
+    "MessageExists",
 ]

@@ -19,6 +19,7 @@ import os
 import select
 import subprocess
 import threading
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +27,7 @@ from typing import Any
 from ._binary import find_convo_bin
 from ._response import response_object
 from ._subscription import Change, Subscription
-from .errors import ConnectionClosed, ConvoError, error_from_response
+from .errors import ConnectionClosed, ConvoError, StorageUnavailable, error_from_response
 from .types import AddedResponse, Format, ResponseObject
 
 __all__ = ["AsyncClient", "PendingRequest", "Final", "RuntimeHandler", "UNSET", "METHODS", "Change", "Subscription"]
@@ -111,6 +112,32 @@ def _params(**kw: Any) -> dict[str, Any]:
     """Drop members left out: ``None`` for optional members (convo reads null as absent)
     and ``UNSET`` where ``None`` means ``null``."""
     return {k: v for k, v in kw.items() if v is not None and v is not UNSET}
+
+
+def _with_message_ids(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` of an append with a message id for every message that has none: a
+    random UUID v4 (``uuid.uuid4()``); for ``add_message`` the id may be given beside the
+    message or in it, for ``add_messages`` each element carries its own. A new dict; the
+    caller's messages are not changed."""
+    if method == "session/add_messages":
+        messages = params.get("messages")
+        if isinstance(messages, builtins.list):
+            params = {
+                **params,
+                "messages": [
+                    {**m, "message_id": str(uuid.uuid4())}
+                    if isinstance(m, Mapping) and m.get("message_id") is None
+                    else m
+                    for m in messages
+                ],
+            }
+        return params
+    if params.get("message_id") is not None:
+        return params
+    message = params.get("message")
+    if method == "session/add_message" and isinstance(message, Mapping) and message.get("message_id") is not None:
+        return params
+    return {**params, "message_id": str(uuid.uuid4())}
 
 
 def _dumps(obj: Any) -> bytes:
@@ -501,6 +528,28 @@ class AsyncClient:
                     pass
             raise
 
+    @property
+    def exactly_once(self) -> bool:
+        """Whether convo's ``initialize`` said ``capabilities.exactly_once``: then every
+        append (``add_user``, ``add_assistant``, ``add_tool_result``, ``add_message``,
+        ``add_messages``, ``add_response``) is sent with a message id (a UUID v4 chosen
+        here when the caller gave none) and sent once more, the same, after 1006
+        :class:`StorageUnavailable`; a retry of a write that did commit is answered as the
+        first time, plus ``duplicate: True``. Against an older server (which would ignore
+        the ids) appends are sent as given, once."""
+        return self.capabilities.get("exactly_once") is True
+
+    async def _append(self, method: str, params: dict[str, Any]) -> Any:
+        """An append, exactly once (see :attr:`exactly_once`): its ids filled in, and one
+        retry of the same request after 1006. No other error is retried."""
+        if not self.exactly_once:
+            return await self.request(method, params)
+        params = _with_message_ids(method, params)
+        try:
+            return await self.request(method, params)
+        except StorageUnavailable:
+            return await self.request(method, params)
+
     def _abandon(self, rid: int) -> None:
         """The blocking caller gave up on ``rid``: tell convo."""
         if self._pending.pop(rid, None) is not None and not self._closed:
@@ -658,15 +707,19 @@ class AsyncClient:
         text: Any,
         images: Sequence[str | Mapping[str, Any]] | None = None,
         *,
+        message_id: str | None = None,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        """``session/add_user`` → ``{message_id, index, revision}``."""
-        return await self.request(
+        """``session/add_user`` → ``{message_id, index, revision}`` (and ``duplicate:
+        True`` when ``message_id`` names this message, already stored). ``message_id``: a
+        UUID, the message's id; one is chosen when left out (see :attr:`exactly_once`)."""
+        return await self._append(
             "session/add_user",
             _params(
                 session_id=session_id,
                 text=text,
                 images=list(images) if images is not None else None,
+                message_id=message_id,
                 expected_revision=expected_revision,
             ),
         )
@@ -678,19 +731,20 @@ class AsyncClient:
         tool_calls: Sequence[Mapping[str, Any]] | None = None,
         *,
         allow_empty: bool = False,
+        message_id: str | None = None,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
         """``session/add_assistant`` → ``{message_id, index, revision}``. A turn with neither
         text nor tool calls is -32602 :class:`InvalidParams` unless ``allow_empty=True``: then
         it is stored as given (a model that answered nothing), and ``export`` leaves it out
-        with a warning."""
-        params = _params(session_id=session_id, expected_revision=expected_revision)
+        with a warning. ``message_id`` as in :meth:`add_user`."""
+        params = _params(session_id=session_id, message_id=message_id, expected_revision=expected_revision)
         params["text"] = text
         if tool_calls is not None:
             params["tool_calls"] = list(tool_calls)
         if allow_empty:
             params["allow_empty"] = True
-        return await self.request("session/add_assistant", params)
+        return await self._append("session/add_assistant", params)
 
     async def add_tool_result(
         self,
@@ -698,12 +752,16 @@ class AsyncClient:
         tool_call_id: str,
         content: Any,
         *,
+        message_id: str | None = None,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        """1004 :class:`InvalidSequence` (a ``ValueError``) for a late, duplicate or unknown result."""
-        params = _params(session_id=session_id, tool_call_id=tool_call_id, expected_revision=expected_revision)
+        """1004 :class:`InvalidSequence` (a ``ValueError``) for a late, duplicate or unknown
+        result. ``message_id`` as in :meth:`add_user`."""
+        params = _params(
+            session_id=session_id, tool_call_id=tool_call_id, message_id=message_id, expected_revision=expected_revision
+        )
         params["content"] = content
-        return await self.request("session/add_tool_result", params)
+        return await self._append("session/add_tool_result", params)
 
     async def add_message(
         self,
@@ -711,16 +769,18 @@ class AsyncClient:
         message: Mapping[str, Any],
         *,
         allow_empty: bool = False,
+        message_id: str | None = None,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
         """``session/add_message``. ``allow_empty=True`` stores an assistant message with
-        neither text nor tool calls (sent as the message's ``allow_empty`` member)."""
+        neither text nor tool calls (sent as the message's ``allow_empty`` member).
+        ``message_id`` as in :meth:`add_user` (or a ``message_id`` member of ``message``)."""
         msg = dict(message)
         if allow_empty:
             msg["allow_empty"] = True
-        return await self.request(
+        return await self._append(
             "session/add_message",
-            _params(session_id=session_id, message=msg, expected_revision=expected_revision),
+            _params(session_id=session_id, message=msg, message_id=message_id, expected_revision=expected_revision),
         )
 
     async def add_messages(
@@ -730,8 +790,11 @@ class AsyncClient:
         *,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        """All or nothing: ``{message_ids, revision}``."""
-        return await self.request(
+        """All or nothing: ``{message_ids, revision}``. Each message may carry its
+        ``message_id`` (a UUID); one is chosen for each that has none (see
+        :attr:`exactly_once`). ``duplicate: True`` when every one is stored already, the
+        same."""
+        return await self._append(
             "session/add_messages",
             _params(
                 session_id=session_id,
@@ -747,6 +810,7 @@ class AsyncClient:
         response: ResponseObject,
         *,
         metadata: Mapping[str, Any] | None = None,
+        message_id: str | None = None,
         expected_revision: int | None = None,
     ) -> AddedResponse:
         """``session/add_response`` → ``{message_id, index, revision, tool_call_ids}``:
@@ -763,14 +827,16 @@ class AsyncClient:
         ``tool_call_ids`` are what the results of the turn's calls must name.
         ``metadata`` is merged with ``{response_id, stop_reason}``. A response of another
         format, or with no assistant output (failed, refused with empty content, no
-        candidate), is -32602 :class:`InvalidParams` and stores nothing."""
-        return await self.request(
+        candidate), is -32602 :class:`InvalidParams` and stores nothing. ``message_id`` as in
+        :meth:`add_user`."""
+        return await self._append(
             "session/add_response",
             _params(
                 session_id=session_id,
                 format=format,
                 response=response_object(response),
                 metadata=dict(metadata) if metadata is not None else None,
+                message_id=message_id,
                 expected_revision=expected_revision,
             ),
         )

@@ -17,9 +17,9 @@ import weakref
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from ._client import UNSET, AsyncClient, RuntimeHandler
+from ._client import UNSET, AsyncClient, RuntimeHandler, _with_message_ids
 from ._subscription import Change, Subscription
-from .errors import ConnectionClosed, SessionNotFound
+from .errors import ConnectionClosed, SessionNotFound, StorageUnavailable
 from .types import AddedResponse, Format, ResponseObject
 
 __all__ = ["Client", "SyncSubscription"]
@@ -39,9 +39,10 @@ def _close_all() -> None:
 
 
 class _Captured(Exception):
-    def __init__(self, method: str, params: Any) -> None:
+    def __init__(self, method: str, params: Any, append: bool = False) -> None:
         self.method = method
         self.params = params
+        self.append = append  # sent by AsyncClient._append: exactly once
 
 
 class _Recorder:
@@ -51,6 +52,9 @@ class _Recorder:
 
     async def request(self, method: str, params: Any = None) -> Any:
         raise _Captured(method, params)
+
+    async def _append(self, method: str, params: Any) -> Any:
+        raise _Captured(method, params, append=True)
 
 
 _RECORDER: Any = _Recorder()
@@ -147,9 +151,21 @@ class Client:
         try:
             coro.send(None)
         except _Captured as c:
+            if c.append:
+                return self._append(c.method, c.params)
             return self._request(c.method, c.params)
         coro.close()
         raise RuntimeError(f"{fn.__name__} did not send a request")
+
+    def _append(self, method: str, params: dict[str, Any]) -> Any:
+        """An append, exactly once: see :attr:`AsyncClient.exactly_once`."""
+        if not self._async.exactly_once:
+            return self._request(method, params)
+        params = _with_message_ids(method, params)
+        try:
+            return self._request(method, params)
+        except StorageUnavailable:
+            return self._request(method, params)
 
     request = call
 
@@ -184,6 +200,12 @@ class Client:
     @property
     def capabilities(self) -> dict[str, Any]:
         return self._async.capabilities
+
+    @property
+    def exactly_once(self) -> bool:
+        """See :attr:`AsyncClient.exactly_once`: appends carry message ids and are sent once
+        more after 1006."""
+        return self._async.exactly_once
 
     def set_runtime(self, handler: RuntimeHandler | None, session_id: str | None = None) -> None:
         """See :meth:`AsyncClient.set_runtime`. A plain function runs in a worker thread."""
@@ -278,10 +300,14 @@ class Client:
         text: Any,
         images: Sequence[str | Mapping[str, Any]] | None = None,
         *,
+        message_id: str | None = None,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        """``session/add_user`` → ``{message_id, index, revision}``."""
-        return self._fast(AsyncClient.add_user, session_id, text, images, expected_revision=expected_revision)
+        """``session/add_user`` → ``{message_id, index, revision}``; ``message_id``: see
+        :meth:`AsyncClient.add_user`."""
+        return self._fast(
+            AsyncClient.add_user, session_id, text, images, message_id=message_id, expected_revision=expected_revision
+        )
 
     def add_assistant(
         self,
@@ -290,6 +316,7 @@ class Client:
         tool_calls: Sequence[Mapping[str, Any]] | None = None,
         *,
         allow_empty: bool = False,
+        message_id: str | None = None,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
         """``session/add_assistant``; ``allow_empty=True`` stores a turn that said nothing."""
@@ -299,6 +326,7 @@ class Client:
             text,
             tool_calls,
             allow_empty=allow_empty,
+            message_id=message_id,
             expected_revision=expected_revision,
         )
 
@@ -308,11 +336,17 @@ class Client:
         tool_call_id: str,
         content: Any,
         *,
+        message_id: str | None = None,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
         """1004 :class:`InvalidSequence` (a ``ValueError``) for a late, duplicate or unknown result."""
         return self._fast(
-            AsyncClient.add_tool_result, session_id, tool_call_id, content, expected_revision=expected_revision
+            AsyncClient.add_tool_result,
+            session_id,
+            tool_call_id,
+            content,
+            message_id=message_id,
+            expected_revision=expected_revision,
         )
 
     def add_message(
@@ -321,11 +355,17 @@ class Client:
         message: Mapping[str, Any],
         *,
         allow_empty: bool = False,
+        message_id: str | None = None,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
         """``session/add_message``; ``allow_empty=True`` stores an assistant message that said nothing."""
         return self._fast(
-            AsyncClient.add_message, session_id, message, allow_empty=allow_empty, expected_revision=expected_revision
+            AsyncClient.add_message,
+            session_id,
+            message,
+            allow_empty=allow_empty,
+            message_id=message_id,
+            expected_revision=expected_revision,
         )
 
     def add_messages(
@@ -335,7 +375,7 @@ class Client:
         *,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        """All or nothing: ``{message_ids, revision}``."""
+        """All or nothing: ``{message_ids, revision}``; each message may carry its ``message_id``."""
         return self._fast(AsyncClient.add_messages, session_id, messages, expected_revision=expected_revision)
 
     def add_response(
@@ -345,6 +385,7 @@ class Client:
         response: ResponseObject,
         *,
         metadata: Mapping[str, Any] | None = None,
+        message_id: str | None = None,
         expected_revision: int | None = None,
     ) -> AddedResponse:
         """``session/add_response`` → ``{message_id, index, revision, tool_call_ids}``: a
@@ -356,6 +397,7 @@ class Client:
             format,
             response,
             metadata=metadata,
+            message_id=message_id,
             expected_revision=expected_revision,
         )
 

@@ -32,6 +32,7 @@ __all__ = [
     "MessageNotFound",
     "RuntimeFailed",
     "InvalidOutput",
+    "MessageExists",
     "error_from_response",
     "ERROR_CLASSES",
 ]
@@ -197,6 +198,18 @@ class InvalidOutput(ConvoError, ValueError):
         return self.data.get("text") if isinstance(self.data, dict) else None
 
 
+class MessageExists(ConvoError):
+    """A ``message_id`` given to an append is held in the session by a different message
+    (or an ``add_messages`` retry matches only some of its messages). Nothing was stored."""
+
+    code = 1010
+    default_kind = "message_exists"
+
+    @property
+    def message_id(self) -> str | None:
+        return self.data.get("message_id") if isinstance(self.data, dict) else None
+
+
 ERROR_CLASSES: dict[int, type[ConvoError]] = {
     cls.code: cls  # type: ignore[misc]
     for cls in (
@@ -215,6 +228,7 @@ ERROR_CLASSES: dict[int, type[ConvoError]] = {
         MessageNotFound,
         RuntimeFailed,
         InvalidOutput,
+        MessageExists,
     )
 }
 

@@ -23,6 +23,7 @@ __all__ = [
     "ForkedFrom",
     "SessionInfo",
     "Added",
+    "AddedMany",
     "AddedResponse",
     "SupportsModelDump",
     "ResponseObject",
@@ -112,21 +113,43 @@ class SessionInfo(TypedDict):
     usage: UsageTotals
 
 
-class Added(TypedDict):
+class _Added(TypedDict):
     message_id: str
     index: int
     revision: int
 
 
-class AddedResponse(TypedDict):
+class Added(_Added, total=False):
+    """What ``add_user``, ``add_assistant``, ``add_tool_result`` and ``add_message`` answer.
+    ``duplicate`` (only ever ``True``, absent otherwise): the append was a retry of one the
+    history holds (its ``message_id``); this is the first reply, and nothing changed."""
+
+    duplicate: Literal[True]
+
+
+class _AddedMany(TypedDict):
+    message_ids: list[str]
+    revision: int
+
+
+class AddedMany(_AddedMany, total=False):
+    """``session/add_messages``'s result; ``duplicate`` as in :class:`Added` (every
+    message was stored already, the same)."""
+
+    duplicate: Literal[True]
+
+
+class _AddedResponse(_Added):
+    tool_call_ids: list[str]
+
+
+class AddedResponse(_AddedResponse, total=False):
     """``session/add_response``'s result: ``tool_call_ids`` are the ids of the calls the
     turn made, in order (``[]`` for none) — what their results must name (the Responses
-    API's ``call_id``; ``call_<n>`` for a Gemini call without an id)."""
+    API's ``call_id``; ``call_<n>`` for a Gemini call without an id). ``duplicate`` as in
+    :class:`Added`."""
 
-    message_id: str
-    index: int
-    revision: int
-    tool_call_ids: list[str]
+    duplicate: Literal[True]
 
 
 class SupportsModelDump(Protocol):
