@@ -13,6 +13,9 @@
 //! messages; `--search-only` measures nothing else) and `--images` (`history` of a session
 //! of 1 MiB images inline and by reference; `--images-only`) use methods only convo has; `--runtime`
 //! measures a turn through the host (convo's `session/run`, the echo's `echo/ask`).
+//! `--fleet N` measures nothing else: N servers of COMMAND at once (a fleet on one
+//! database), each pipelining appends (16 in flight) into a session of its own; the
+//! figure is the fleet's appends per second.
 //!
 //! It prints one line per figure and, with `--json`, appends one JSON object per run.
 
@@ -72,6 +75,11 @@ fn main() {
     let label = value("--label").unwrap_or_else(|| cmd.join(" "));
     let mut report = Report { label, figures: serde_json::Map::new() };
 
+    if let Some(n) = value("--fleet").and_then(|n| n.parse().ok()) {
+        measure_fleet(cmd, n, sizes, &mut report);
+        report.write(value("--json"));
+        return;
+    }
     if flag("--million-only") {
         measure_million_alone(cmd, sizes, &mut report);
         report.write(value("--json"));
@@ -178,6 +186,36 @@ fn measure_spawn(cmd: &[String], report: &mut Report) {
         })
         .collect();
     report.add("spawn_to_initialize_ms", ms(median(times)), "ms");
+}
+
+/// `processes` servers, each pipelining `sizes.pipelined / processes` appends, 16 in
+/// flight, into a session of its own, all at once.
+fn measure_fleet(cmd: &[String], processes: usize, sizes: &Sizes, report: &mut Report) {
+    let per = (sizes.pipelined / processes).max(1);
+    let mut clients: Vec<Client> = (0..processes).map(|_| Client::spawn(cmd)).collect();
+    for (p, c) in clients.iter_mut().enumerate() {
+        create(c, &format!("own{p}"));
+    }
+    let start = std::sync::Barrier::new(processes);
+    let took = std::thread::scope(|scope| {
+        let runs: Vec<_> = clients
+            .iter_mut()
+            .enumerate()
+            .map(|(p, c)| {
+                let start = &start;
+                scope.spawn(move || {
+                    let (method, params) = user(&format!("own{p}"), "hello");
+                    start.wait();
+                    c.pipeline(per, 16, |_| (&method, &params))
+                })
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join().expect("a fleet client")).max().unwrap_or_default()
+    });
+    for c in clients {
+        c.close();
+    }
+    report.add(&format!("fleet_{processes}_add_user_per_s"), (per * processes) as f64 / took.as_secs_f64(), "req/s");
 }
 
 fn measure_round_trips(c: &mut Client, sizes: &Sizes, report: &mut Report) {

@@ -84,6 +84,13 @@ struct Global {
           global = true, value_parser = pg_schema)]
     pg_schema: String,
 
+    /// A direct connection to PostgreSQL for LISTEN when `--store` goes through a pooler
+    /// in transaction mode (the same as `listen_url=` in the store's URL). Without one,
+    /// changes of other processes still arrive: the change table is read every 250 ms
+    /// while something is watched.
+    #[arg(long, env = "CONVO_PG_LISTEN_URL", value_name = "URL", global = true)]
+    pg_listen_url: Option<String>,
+
     /// `normal`: every acknowledged write survives the process being killed at any
     /// instant; `full`: it also survives power loss (an fsync per commit).
     #[arg(long, value_enum, default_value = "normal", global = true)]
@@ -261,6 +268,16 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().max_blocking_threads(32).build()
 }
 
+/// `s` as a URL query value: everything but letters, digits and `-._~` as `%XX`.
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 fn pg_schema(name: &str) -> Result<String, String> {
     convo::store::check_pg_schema(name).map(|()| name.to_owned())
 }
@@ -269,7 +286,16 @@ impl Global {
     /// The store `--store` names, with `--pg-schema` for PostgreSQL.
     fn spec(&self) -> StoreSpec {
         match &self.store {
-            StoreSpec::Postgres { url, .. } => StoreSpec::Postgres { url: url.clone(), schema: self.pg_schema.clone() },
+            StoreSpec::Postgres { url, .. } => {
+                let url = match &self.pg_listen_url {
+                    Some(listen) => {
+                        let joint = if url.contains('?') { '&' } else { '?' };
+                        format!("{url}{joint}listen_url={}", percent_encode(listen))
+                    }
+                    None => url.clone(),
+                };
+                StoreSpec::Postgres { url, schema: self.pg_schema.clone() }
+            }
             other => other.clone(),
         }
     }

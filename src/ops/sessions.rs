@@ -106,7 +106,7 @@ impl Ops {
     }
 
     /// Every change committed from now on (`session/subscribe`).
-    pub fn watch(&self) -> Arc<Watcher> {
-        self.store.watch()
+    pub async fn watch(&self) -> Arc<Watcher> {
+        self.store.watch().await
     }
 }

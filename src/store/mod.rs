@@ -350,10 +350,11 @@ pub trait ImageStore: Send + Sync + 'static {
 }
 
 /// Every committed change, for `session/subscribe`.
+#[async_trait]
 pub trait ChangeFeed: Send + Sync + 'static {
     /// Watches every change committed from now on, by this process or (for a store
-    /// several processes share) by any other.
-    fn watch(&self) -> Arc<feed::Watcher>;
+    /// several processes share) by any other: once it returns, no later change is missed.
+    async fn watch(&self) -> Arc<feed::Watcher>;
 }
 
 /// The store's own consistency (`convo fsck`).

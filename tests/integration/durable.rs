@@ -191,17 +191,20 @@ fn named_connections(place: Place) -> Place {
     }
 }
 
-/// Waits until PostgreSQL has ended every connection of a killed convo. Its backend
-/// still runs what had reached it before the kill, so a `COMMIT` in flight can land
-/// after the process is gone: a write that was never acknowledged, which may be kept
-/// or not, but must not land between the check's history reads and its search.
+/// Waits until no server connection of a killed convo is busy. Its backend still runs
+/// what had reached it before the kill, so a `COMMIT` in flight can land after the
+/// process is gone: a write that was never acknowledged, which may be kept or not, but
+/// must not land between the check's history reads and its search. (Behind a pooler the
+/// server connections outlive the client, idle.)
 fn settle(place: &Place) {
-    let Place::Postgres { url, schema } = place else { return };
+    let Place::Postgres { schema, .. } = place else { return };
+    let direct = crate::harness::postgres_direct_url().unwrap();
     let sql = format!(
-        "SELECT count(*) FROM pg_stat_activity WHERE application_name = '{schema}' AND pid <> pg_backend_pid()"
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = '{schema}' AND pid <> pg_backend_pid() \
+         AND state IS DISTINCT FROM 'idle'"
     );
     let deadline = Instant::now() + Duration::from_secs(60);
-    while crate::postgres::psql(url, &sql) != "0" {
+    while crate::postgres::psql(&direct, &sql) != "0" {
         assert!(Instant::now() < deadline, "the killed convo's PostgreSQL connections did not end");
         std::thread::sleep(Duration::from_millis(20));
     }

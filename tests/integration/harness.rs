@@ -60,6 +60,16 @@ pub fn postgres_url() -> Option<String> {
     }
 }
 
+/// The PostgreSQL server itself, not through the pooler `CONVO_TEST_POSTGRES` may name
+/// (scripts/test sets `CONVO_TEST_POSTGRES_DIRECT` when it starts PgBouncer): for LISTEN
+/// and for looking at the server's own connections.
+pub fn postgres_direct_url() -> Option<String> {
+    match std::env::var("CONVO_TEST_POSTGRES_DIRECT") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => postgres_url(),
+    }
+}
+
 /// A schema name no other test uses, so that every PostgreSQL test starts empty.
 pub fn fresh_schema() -> String {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

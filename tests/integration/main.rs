@@ -9,6 +9,7 @@ mod config;
 mod dict;
 mod durable;
 mod export;
+mod fleet;
 mod history;
 mod lifecycle;
 mod lua;

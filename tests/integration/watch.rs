@@ -1,5 +1,7 @@
 //! Issue 12: `session/subscribe` and `session/changed`, in one process and across two
-//! processes on one SQLite file or one PostgreSQL database (LISTEN/NOTIFY).
+//! processes on one SQLite file or one PostgreSQL database (the change table, woken by
+//! LISTEN/NOTIFY): with LISTEN on a direct connection, by reading the table alone, and
+//! with the LISTEN connection killed under a writer.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -49,8 +51,39 @@ fn changes_of_another_process_reach_a_subscriber_postgres() {
     changes_of_another_process_on(Backend::Postgres);
 }
 
+/// Through the pooler (when scripts/test started one), LISTEN on the server itself
+/// (`listen_url=`).
+#[test]
+fn changes_of_another_process_reach_a_subscriber_postgres_listen_url() {
+    let Some((Place::Postgres { url, schema }, _)) = Place::fresh(Backend::Postgres) else { return };
+    let direct = crate::harness::postgres_direct_url().unwrap();
+    let url = format!("{url}?listen_url={}", encode(&direct));
+    changes_of_another_process_at(Place::Postgres { url, schema });
+}
+
+/// With no LISTEN that works (its URL names a port nobody listens on): the change table,
+/// read every 250 ms, still brings every change.
+#[test]
+fn changes_of_another_process_reach_a_subscriber_postgres_polling() {
+    let Some((Place::Postgres { url, schema }, _)) = Place::fresh(Backend::Postgres) else { return };
+    let nowhere = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = nowhere.local_addr().unwrap().port();
+    drop(nowhere);
+    let url = format!("{url}?listen_url={}", encode(&format!("postgres://convo:x@127.0.0.1:{port}/convo_test")));
+    changes_of_another_process_at(Place::Postgres { url, schema });
+}
+
+/// A URL as a query value.
+fn encode(url: &str) -> String {
+    url.bytes().map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
+}
+
 fn changes_of_another_process_on(backend: Backend) {
     let Some((place, _dir)) = Place::fresh(backend) else { return };
+    changes_of_another_process_at(place);
+}
+
+fn changes_of_another_process_at(place: Place) {
     let mut a = Server::at(&place, Framing::Ndjson, &[]);
     let mut b = Server::at(&place, Framing::Lsp, &[]);
     let sub = b.call("session/subscribe", json!({}))["subscription_id"].as_str().unwrap().to_owned();
@@ -99,6 +132,58 @@ fn one_session_and_unsubscribe(s: &mut Server) {
 }
 
 crate::every_store!(one_session_and_unsubscribe);
+
+/// A subscriber whose LISTEN connection is killed (`pg_terminate_backend`), three times,
+/// while another process writes 300 changes to 10 sessions: it still gets every
+/// session's last change (the change table is read from where it left off).
+#[test]
+fn a_subscriber_whose_listen_connection_is_killed_gets_every_change() {
+    let Some((Place::Postgres { url, schema }, _)) = Place::fresh(Backend::Postgres) else { return };
+    let direct = crate::harness::postgres_direct_url().unwrap();
+    let listener = format!("{schema}_listen");
+    let listen_url = format!("{direct}?application_name={listener}");
+    let place = Place::Postgres { url: format!("{url}?listen_url={}", encode(&listen_url)), schema: schema.clone() };
+    let mut a = Server::at(&place, Framing::Ndjson, &[]);
+    let mut b = Server::at(&place, Framing::Ndjson, &[]);
+    for n in 0..10 {
+        a.call("session/create", json!({"session_id": format!("s{n}")}));
+    }
+    b.call("session/subscribe", json!({}));
+    let kill = format!(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE application_name = '{listener}' AND query LIKE 'LISTEN%'"
+    );
+    let mut killed = 0;
+    for round in 0..30 {
+        if round % 10 == 5 {
+            // The LISTEN connection is up again (it reconnects within a second or so).
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            loop {
+                let n: u32 = crate::postgres::psql(&direct, &kill).parse().unwrap();
+                if n > 0 {
+                    killed += n;
+                    break;
+                }
+                assert!(std::time::Instant::now() < deadline, "no LISTEN connection to kill");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        let ids: Vec<u64> = (0..10)
+            .map(|n| a.send_request("session/add_user", json!({"session_id": format!("s{n}"), "text": "x"})))
+            .collect();
+        for id in ids {
+            assert!(a.recv_reply(id).get("result").is_some());
+        }
+    }
+    assert_eq!(killed, 3);
+    let mut last = std::collections::HashMap::new();
+    while last.len() < 10 || last.values().any(|&r| r < 30) {
+        let n = changed(&mut b);
+        last.insert(n["session_id"].as_str().unwrap().to_owned(), n["revision"].as_u64().unwrap());
+    }
+    a.finish();
+    b.finish();
+}
 
 fn status_kib(pid: u32, field: &str) -> u64 {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

@@ -598,8 +598,9 @@ impl ImageStore for MemoryStore {
     }
 }
 
+#[async_trait]
 impl ChangeFeed for MemoryStore {
-    fn watch(&self) -> Arc<Watcher> {
+    async fn watch(&self) -> Arc<Watcher> {
         self.feed.watch()
     }
 }

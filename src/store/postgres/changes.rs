@@ -1,56 +1,193 @@
-//! Changes across processes through LISTEN/NOTIFY: each change sends a notification on
-//! the channel `convo` inside its own transaction (PostgreSQL delivers it at commit, in
-//! commit order, and drops it when the change rolls back), naming the schema so that
-//! several applications can share a database. The store, when it opens, starts a task
-//! that LISTENs on a connection of its own and publishes what arrives to the watchers;
-//! when that connection is lost it reconnects with back-off. Changes committed while it is reconnecting are
-//! not seen (a subscriber reads the session again after `session/changed` anyway).
+//! Changes across processes, none lost: each change is a row of the `changes` table,
+//! written in the transaction that made it (with the id of that transaction), and a
+//! notification on the channel `convo` naming the schema, which only wakes the readers.
+//!
+//! While anyone in this process watches, a task reads the table: at once when a
+//! notification arrives, and every 250 ms whether or not one did (behind a pooler LISTEN
+//! may not work, and notifications sent while the LISTEN connection reconnects are lost).
+//! Each read takes the rows past the highest position it has seen, and the rows of the
+//! transactions that were still running at its last read: a row that was not visible
+//! then belongs to one of those, or was written after that read (and so has a higher
+//! position). So a row committed late with a low position is not skipped, and no row is
+//! delivered twice. LISTEN runs on a connection of its own (`listen_url=`, else the
+//! store's URL), open only while someone watches; rows older than ten minutes are
+//! removed by the writers.
 
-use std::sync::Weak;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use deadpool_postgres::ClientWrapper as Db;
 use futures_util::StreamExt as _;
-use tokio::sync::oneshot;
+use tokio::sync::Notify;
 use tokio_postgres::AsyncMessage;
 
 use crate::error::Result;
-use crate::store::feed::{Change, ChangeKind, Feed};
-use crate::store::postgres::rows::execute;
+use crate::store::feed::{Change, ChangeKind, Feed, Watcher};
+use crate::store::postgres::connect::Target;
+use crate::store::postgres::pool::Connections;
+use crate::store::postgres::rows::{Db, execute, query};
 
 const CHANNEL: &str = "convo";
+/// How often the table is read while someone watches, notification or not.
+const POLL: Duration = Duration::from_millis(250);
+/// How long `watch` waits for the reader to be in place before it gives up waiting.
+const READY_WITHIN: Duration = Duration::from_secs(10);
 
-/// Sends the change, inside the transaction that made it.
-pub async fn record(
-    db: &Db,
-    schema: &str,
-    session_id: &str,
-    revision: u64,
-    kind: ChangeKind,
-    message_count: u64,
-) -> Result<()> {
-    let payload = serde_json::json!([schema, session_id, revision, kind.as_str(), message_count]).to_string();
-    execute(db, "SELECT pg_notify($1, $2)", &[&CHANNEL, &payload]).await.map(drop)
+/// Writes the change, inside the transaction that made it, and wakes the readers when
+/// that transaction commits (PostgreSQL sends one notification per payload).
+pub async fn record(db: Db<'_>, session_id: &str, revision: u64, kind: ChangeKind, message_count: u64) -> Result<()> {
+    let sql = "WITH c AS (INSERT INTO convo.changes (session_id, revision, kind, message_count) \
+               VALUES ($1, $2, $3, $4)) SELECT pg_notify($5, $6)";
+    let schema = db.schema();
+    let (revision, message_count) = (revision as i64, message_count as i64);
+    execute(db, sql, &[&session_id, &revision, &kind.as_str(), &message_count, &CHANNEL, &schema]).await.map(drop)
 }
 
-fn parse(schema: &str, payload: &str) -> Option<Change> {
-    let serde_json::Value::Array(items) = serde_json::from_str(payload).ok()? else { return None };
-    let [s, session_id, revision, kind, count] = <[serde_json::Value; 5]>::try_from(items).ok()?;
-    (s.as_str()? == schema).then_some(())?;
-    Some(Change {
-        session_id: session_id.as_str()?.to_owned(),
-        revision: revision.as_u64()?,
-        kind: ChangeKind::parse(kind.as_str()?)?,
-        message_count: count.as_u64()?,
-    })
+/// Removes the changes every reader has had time to read.
+pub async fn prune(db: Db<'_>) -> Result<u64> {
+    execute(db, "DELETE FROM convo.changes WHERE at < clock_timestamp() - interval '10 minutes'", &[]).await
 }
 
-/// Listens while `feed` lives, reconnecting after a lost connection; `ready` is told
-/// once the first LISTEN is in place (or has failed).
-pub async fn listen(target: super::connect::Target, schema: String, feed: Weak<Feed>, ready: oneshot::Sender<()>) {
-    let mut ready = Some(ready);
+/// This process's readers of the change table, and who waits for them.
+pub struct Changes {
+    feed: Arc<Feed>,
+    /// Woken by a notification, a new watcher, and the end of the store.
+    wake: Notify,
+    /// Watchers registered so far, and how many of them the reader has taken in.
+    wanted: AtomicU64,
+    ready: tokio::sync::watch::Sender<u64>,
+}
+
+impl Changes {
+    /// Starts the reader task, which sleeps while nobody watches; it ends with the store.
+    pub fn start(connections: Arc<Connections>, schema: Arc<str>, listen: Target) -> Arc<Self> {
+        let changes = Arc::new(Changes {
+            feed: Arc::default(),
+            wake: Notify::new(),
+            wanted: AtomicU64::new(0),
+            ready: tokio::sync::watch::channel(0).0,
+        });
+        tokio::spawn(read(Arc::downgrade(&changes), connections, schema, listen));
+        changes
+    }
+
+    /// Watches every change committed from now on: returns once the reader has read the
+    /// table after the watcher was registered (or after `READY_WITHIN`, with a warning,
+    /// when the server cannot be read).
+    pub async fn watch(&self) -> Arc<Watcher> {
+        let watcher = self.feed.watch();
+        let ticket = self.wanted.fetch_add(1, Ordering::AcqRel) + 1;
+        self.wake.notify_one();
+        let mut ready = self.ready.subscribe();
+        if tokio::time::timeout(READY_WITHIN, ready.wait_for(|taken| *taken >= ticket)).await.is_err() {
+            tracing::warn!("the change table could not be read; changes are delivered once it can");
+        }
+        watcher
+    }
+}
+
+/// Where the last read left off: the highest position seen, and the transactions that
+/// were still running then.
+struct Place {
+    top: i64,
+    running: Vec<i64>,
+}
+
+async fn read(changes: Weak<Changes>, connections: Arc<Connections>, schema: Arc<str>, listen: Target) {
+    let mut place: Option<Place> = None;
+    let mut listener: Option<tokio::task::JoinHandle<()>> = None;
+    let mut failing = false;
+    loop {
+        let Some(me) = changes.upgrade() else { break };
+        if !me.feed.watched() {
+            // Nobody watches: no LISTEN connection, no reads, and the place is forgotten
+            // (the next watcher starts from its own "now").
+            if let Some(task) = listener.take() {
+                task.abort();
+            }
+            place = None;
+            // Holding `me` meanwhile keeps the store's half alive a second at most.
+            let _ = tokio::time::timeout(Duration::from_secs(1), me.wake.notified()).await;
+            continue;
+        }
+        if listener.is_none() {
+            listener = Some(tokio::spawn(listen_for(listen.clone(), schema.clone(), changes.clone())));
+        }
+        let taken = me.wanted.load(Ordering::Acquire);
+        match next(&connections, &schema, place.as_ref()).await {
+            Ok((found, next_place)) => {
+                if place.is_some() {
+                    for change in found {
+                        me.feed.publish(change);
+                    }
+                }
+                place = Some(next_place);
+                me.ready.send_replace(taken);
+                if failing {
+                    tracing::info!("the change table can be read again");
+                    failing = false;
+                }
+            }
+            Err(e) => {
+                if !failing {
+                    tracing::warn!(error = %e, "cannot read the change table; retrying");
+                    failing = true;
+                }
+            }
+        }
+        let _ = tokio::time::timeout(POLL, me.wake.notified()).await;
+    }
+    if let Some(task) = listener {
+        task.abort();
+    }
+}
+
+/// One read: the changes committed since `place` (none at the first read, which only
+/// finds where "now" is), and the place after it. One statement, one snapshot.
+async fn next(connections: &Connections, schema: &str, place: Option<&Place>) -> Result<(Vec<Change>, Place)> {
+    let client = connections.get().await?;
+    let db = Db::new(&client, schema);
+    let (after, running) = place.map_or((None, Vec::new()), |p| (Some(p.top), p.running.clone()));
+    let rows = query(
+        db,
+        "SELECT r.running, r.top, c.pos, c.session_id, c.revision, c.kind, c.message_count \
+         FROM (SELECT ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) x) AS running, \
+                      (SELECT coalesce(max(pos), 0) FROM convo.changes) AS top) r \
+         LEFT JOIN convo.changes c ON c.pos > $1 OR c.xid = ANY($2) \
+         ORDER BY c.pos",
+        &[&after, &running],
+    )
+    .await?;
+    let corrupt =
+        |e: tokio_postgres::Error| crate::Error::StorageUnavailable(format!("a change row does not parse: {e}"));
+    let mut next = Place { top: after.unwrap_or(0), running: Vec::new() };
+    let mut found = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
+        if i == 0 {
+            next.running = row.try_get(0).map_err(corrupt)?;
+            if after.is_none() {
+                next.top = row.try_get(1).map_err(corrupt)?;
+            }
+        }
+        let Some(pos) = row.try_get::<_, Option<i64>>(2).map_err(corrupt)? else { continue };
+        next.top = next.top.max(pos);
+        let kind: String = row.try_get(5).map_err(corrupt)?;
+        let Some(kind) = ChangeKind::parse(&kind) else { continue };
+        found.push(Change {
+            session_id: row.try_get(3).map_err(corrupt)?,
+            revision: row.try_get::<_, i64>(4).map_err(corrupt)? as u64,
+            kind,
+            message_count: row.try_get::<_, i64>(6).map_err(corrupt)? as u64,
+        });
+    }
+    Ok((found, next))
+}
+
+/// LISTENs while the reader lives, reconnecting after a lost connection, and wakes the
+/// reader on each notification for this schema.
+async fn listen_for(target: Target, schema: Arc<str>, changes: Weak<Changes>) {
     let mut wait = Duration::from_millis(100);
-    while feed.strong_count() > 0 {
+    while changes.strong_count() > 0 {
         match target.config.connect(target.tls.clone()).await {
             Ok((client, mut connection)) => {
                 wait = Duration::from_millis(100);
@@ -67,20 +204,20 @@ pub async fn listen(target: super::connect::Target, schema: String, feed: Weak<F
                         }
                     }
                 };
-                ready.take().map(|r| r.send(()));
                 match listening {
-                    Err(e) => tracing::warn!(error = %e, "cannot LISTEN for changes"),
+                    Err(e) => tracing::warn!(error = %e, "cannot LISTEN for changes; reading the table every 250 ms"),
                     Ok(()) => {
-                        if !publish(&mut messages, &schema, &feed).await {
-                            return;
+                        // What was committed while nobody listened is read now.
+                        if let Some(me) = changes.upgrade() {
+                            me.wake.notify_one();
                         }
+                        wake_on_notifications(&mut messages, &schema, &changes).await;
                     }
                 }
                 drop(client);
             }
             Err(e) => {
-                ready.take().map(|r| r.send(()));
-                tracing::warn!(error = %e, "cannot connect to listen for changes; retrying");
+                tracing::warn!(error = %e, "cannot connect to LISTEN for changes; reading the table every 250 ms")
             }
         }
         tokio::time::sleep(wait).await;
@@ -88,49 +225,22 @@ pub async fn listen(target: super::connect::Target, schema: String, feed: Weak<F
     }
 }
 
-/// Publishes notifications until the connection ends (`true`: reconnect) or nobody holds
-/// the feed any more (`false`).
-async fn publish<S>(messages: &mut S, schema: &str, feed: &Weak<Feed>) -> bool
+/// Wakes the reader on each notification for `schema`, until the connection ends.
+async fn wake_on_notifications<S>(messages: &mut S, schema: &str, changes: &Weak<Changes>)
 where
     S: futures_util::Stream<Item = std::result::Result<AsyncMessage, tokio_postgres::Error>> + Unpin,
 {
-    loop {
-        let message = tokio::select! {
-            message = messages.next() => message,
-            () = tokio::time::sleep(Duration::from_secs(1)) => {
-                if feed.strong_count() == 0 { return false; }
-                continue;
-            }
-        };
+    while let Some(message) = messages.next().await {
         match message {
-            Some(Ok(AsyncMessage::Notification(n))) => {
-                let Some(feed) = feed.upgrade() else { return false };
-                if let Some(change) = parse(schema, n.payload())
-                    && feed.watched()
-                {
-                    feed.publish(change);
-                }
-            }
-            Some(Ok(_)) => {}
-            Some(Err(e)) => {
+            Ok(AsyncMessage::Notification(n)) if n.payload() == schema => match changes.upgrade() {
+                Some(me) => me.wake.notify_one(),
+                None => return,
+            },
+            Ok(_) => {}
+            Err(e) => {
                 tracing::warn!(error = %e, "the connection that listens for changes was lost");
-                return true;
+                return;
             }
-            None => return true,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_only_its_own_schemas_changes() {
-        let change = parse("convo", r#"["convo","s1",3,"appended",7]"#).expect("a change");
-        assert_eq!((change.session_id.as_str(), change.revision, change.message_count), ("s1", 3, 7));
-        assert_eq!(change.kind, ChangeKind::Appended);
-        assert!(parse("other", r#"["convo","s1",3,"appended",7]"#).is_none());
-        assert!(parse("convo", "nonsense").is_none());
     }
 }

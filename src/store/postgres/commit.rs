@@ -1,7 +1,11 @@
-//! Writes, grouped (`Committer`): `WRITERS` tasks take jobs from one queue, and each commits what it
-//! took (up to `MAX_GROUP` jobs that queued meanwhile) in one transaction, each job in its
-//! own savepoint so that a refused job leaves nothing behind. A job's reply is sent only
-//! after its transaction committed; if the commit fails, every job in it fails with 1006.
+//! Writes, grouped (`Committer`): each writer task has a queue of its own, and an edit
+//! goes to the queue its session names (an edit without one, to the first), so that the
+//! writes of one session are applied in the order they were queued, by one writer. Each
+//! writer commits what it took (up to `MAX_GROUP` jobs that queued meanwhile) in one
+//! transaction, each job in its own savepoint so that a refused job leaves nothing
+//! behind; appends pipelined on one session thus share a transaction (the writer calls
+//! `store::queued::signal`, as SQLite's does). A job's reply is sent only after its
+//! transaction committed; if the commit fails, every job in it fails with 1006.
 //!
 //! Jobs take row locks (`SELECT … FOR UPDATE` on the sessions they change) rather than
 //! running SERIALIZABLE: writers of different sessions never wait for each other, writers
@@ -10,21 +14,24 @@
 //! then fails one statement, and that job alone is rolled back to its savepoint and run
 //! again, so the others in its group are not lost.
 
+use std::hash::{BuildHasher as _, RandomState};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Error, Result};
+use crate::store::postgres::changes;
 use crate::store::postgres::errors::pg;
 use crate::store::postgres::pool::Connections;
-use crate::store::postgres::tx::Pg;
+use crate::store::postgres::rows::Db;
+use crate::store::postgres::tx::{Carry, Pg};
 use crate::store::sql::jobs::{Done, Edit};
 
-/// Tasks committing at once (each on its own connection).
-const WRITERS: usize = 4;
 /// The most jobs one transaction takes.
 const MAX_GROUP: usize = 256;
+/// How often a writer removes old rows of the change table.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
 /// How often a job that lost a deadlock is run again.
 const RETRIES: u32 = 8;
 
@@ -36,7 +43,8 @@ struct Queued {
 
 #[derive(Clone)]
 pub struct Committer {
-    tx: mpsc::UnboundedSender<Queued>,
+    queues: Arc<[mpsc::UnboundedSender<Queued>]>,
+    hasher: RandomState,
 }
 
 fn stopped() -> Error {
@@ -44,41 +52,67 @@ fn stopped() -> Error {
 }
 
 impl Committer {
-    /// Starts the writer tasks on the current runtime; they end when every `Committer` is
-    /// dropped.
-    pub fn spawn(connections: Arc<Connections>, schema: Arc<str>) -> Self {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let rx = Arc::new(Mutex::new(rx));
-        for _ in 0..WRITERS {
-            tokio::spawn(run(connections.clone(), schema.clone(), rx.clone()));
-        }
-        Committer { tx }
+    /// Starts `writers` tasks on the current runtime (each holds a connection while it
+    /// commits); they end when every `Committer` is dropped. A write waits up to
+    /// `lock_timeout` for another writer's row lock, then fails with 1006.
+    pub fn spawn(connections: Arc<Connections>, schema: Arc<str>, writers: usize, lock_timeout: Duration) -> Self {
+        // Per transaction, not per connection: behind a pooler the next transaction may
+        // run on another server connection.
+        let opening: Arc<str> = format!(
+            "BEGIN; SET LOCAL lock_timeout = {}; SAVEPOINT job",
+            lock_timeout.as_millis().min(i32::MAX as u128)
+        )
+        .into();
+        let queues = (0..writers.max(1))
+            .map(|_| {
+                let (tx, rx) = mpsc::unbounded_channel();
+                tokio::spawn(run(connections.clone(), schema.clone(), opening.clone(), rx));
+                tx
+            })
+            .collect();
+        Committer { queues, hasher: RandomState::new() }
     }
 
     /// Runs `edit` in a write transaction; its answer once that transaction committed.
     /// It may run more than once (after a deadlock), each time from a clean savepoint.
     pub async fn write(&self, edit: Edit) -> Result<Done> {
+        let queue = edit.session_key().map(|key| (self.hasher.hash_one(key) % self.queues.len() as u64) as usize);
         let (reply, answer) = oneshot::channel();
-        self.tx.send(Queued { edit, reply }).map_err(|_| stopped())?;
+        self.queues[queue.unwrap_or(0)].send(Queued { edit, reply }).map_err(|_| stopped())?;
+        if queue.is_some() {
+            // Behind every write of this session queued before it: the next request on
+            // the session may queue its own now.
+            crate::store::queued::signal();
+        }
         answer.await.map_err(|_| stopped())?
     }
 }
 
-async fn run(connections: Arc<Connections>, schema: Arc<str>, rx: Arc<Mutex<mpsc::UnboundedReceiver<Queued>>>) {
-    loop {
-        let group = {
-            let mut rx = rx.lock().await;
-            let Some(first) = rx.recv().await else { return };
-            let mut group = vec![first];
-            while group.len() < MAX_GROUP {
-                match rx.try_recv() {
-                    Ok(job) => group.push(job),
-                    Err(_) => break,
-                }
+async fn run(
+    connections: Arc<Connections>,
+    schema: Arc<str>,
+    opening: Arc<str>,
+    mut rx: mpsc::UnboundedReceiver<Queued>,
+) {
+    let mut pruned = Instant::now();
+    while let Some(first) = rx.recv().await {
+        let mut group = vec![first];
+        while group.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(job) => group.push(job),
+                Err(_) => break,
             }
-            group
-        };
-        commit_group(&connections, &schema, group).await;
+        }
+        commit_group(&connections, &schema, &opening, group).await;
+        // The change table keeps ten minutes of changes; whoever writes removes older ones.
+        if pruned.elapsed() >= PRUNE_EVERY {
+            pruned = Instant::now();
+            if let Ok(db) = connections.get().await
+                && let Err(e) = changes::prune(Db::new(&db, &schema)).await
+            {
+                tracing::warn!(error = %e, "cannot remove old rows of the change table");
+            }
+        }
     }
 }
 
@@ -88,8 +122,8 @@ pub fn lost_a_race(e: &Error) -> bool {
     matches!(e, Error::StorageUnavailable(m) if m.ends_with("(40P01)") || m.ends_with("(40001)"))
 }
 
-async fn commit_group(connections: &Connections, schema: &Arc<str>, group: Vec<Queued>) {
-    let db = match connections.get().await {
+async fn commit_group(connections: &Connections, schema: &str, opening: &str, group: Vec<Queued>) {
+    let db = match connections.begin(opening).await {
         Ok(db) => db,
         Err(e) => {
             for job in group {
@@ -99,9 +133,10 @@ async fn commit_group(connections: &Connections, schema: &Arc<str>, group: Vec<Q
         }
     };
     // Each step ends the last job's savepoint and opens the next one in one round trip
-    // (`RELEASE job; SAVEPOINT job`); the transaction opens with the first savepoint and
+    // (`RELEASE job; SAVEPOINT job`); the transaction opened with the first savepoint and
     // commits with the last release.
-    let mut step = "BEGIN; SAVEPOINT job".to_owned();
+    let mut step = String::new();
+    let carry = Carry::default();
     let total = group.len();
     let mut done = Vec::with_capacity(total);
     let mut broken: Option<Error> = None;
@@ -112,12 +147,18 @@ async fn commit_group(connections: &Connections, schema: &Arc<str>, group: Vec<Q
         }
         let mut attempt = 0;
         let outcome = loop {
-            if let Err(e) = db.batch_execute(&step).await {
-                let e = pg(e);
+            carry.offer();
+            // The step that closes the last job's savepoint and opens this one's goes out
+            // with the job's first statements (pipelined on the connection, in order).
+            let stepped = async { if step.is_empty() { Ok(()) } else { db.batch_execute(&step).await.map_err(pg) } };
+            let (stepped, outcome) =
+                futures_util::future::join(stepped, job.edit.clone().apply(&Pg::in_group(&db, schema, &carry))).await;
+            if let Err(e) = stepped {
+                carry.settle(false);
                 broken = Some(e.clone());
                 break Err(e);
             }
-            let outcome = job.edit.clone().apply(&Pg::new(&db, schema.clone())).await;
+            carry.settle(outcome.is_ok());
             let close = if outcome.is_ok() { "RELEASE job" } else { "ROLLBACK TO job; RELEASE job" };
             match outcome {
                 Err(e) if lost_a_race(&e) && attempt < RETRIES => {

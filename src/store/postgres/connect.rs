@@ -1,7 +1,8 @@
 //! From `--store postgres://…` to connections: the URL (with the libpq parameters
-//! tokio-postgres does not read: `sslmode=verify-ca|verify-full`, `sslrootcert`), the
-//! password from `PGPASSWORD` or a `.pgpass` file when the URL has none, TLS through
-//! rustls, and URLs shown with the password masked.
+//! tokio-postgres does not read: `sslmode=verify-ca|verify-full`, `sslrootcert`; and
+//! convo's own: `pool_max`, `listen_url`), the password from `PGPASSWORD` or a `.pgpass`
+//! file when the URL has none, TLS through rustls, and URLs shown with the password
+//! masked. Nothing is set through the startup `options` (a pooler refuses them).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,24 +16,46 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 use crate::error::{Error, Result};
 
 /// Where to connect, parsed and ready, and the URL to show.
+#[derive(Clone)]
 pub struct Target {
     pub config: tokio_postgres::Config,
     pub tls: MakeRustlsConnect,
     /// The URL with its password masked.
     pub shown: String,
+    /// `pool_max=`: the connections that serve requests, at most.
+    pub pool_max: usize,
+    /// `listen_url=`: a direct connection (not through a pooler) for LISTEN.
+    pub listen: Option<Box<Target>>,
 }
 
-/// The store's own name for the URL in messages: the password replaced by `***`.
+/// Connections that serve requests unless `pool_max=` says otherwise.
+pub const DEFAULT_POOL_MAX: usize = 4;
+
+/// The store's own name for the URL in messages: the password replaced by `***`, and so
+/// in a `listen_url=` parameter's URL (shown decoded).
 pub fn mask(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
     let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(authority_end);
+    let tail = match tail.split_once('?') {
+        Some((path, query)) if query.contains("listen_url=") => {
+            let pairs: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some(("listen_url", value)) => format!("listen_url={}", mask(&percent_decode(value))),
+                    _ => pair.to_owned(),
+                })
+                .collect();
+            format!("{path}?{}", pairs.join("&"))
+        }
+        _ => tail.to_owned(),
+    };
     match authority.rsplit_once('@') {
         Some((userinfo, host)) => match userinfo.split_once(':') {
             Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_owned(),
+            None => format!("{scheme}://{authority}{tail}"),
         },
-        None => url.to_owned(),
+        None => format!("{scheme}://{authority}{tail}"),
     }
 }
 
@@ -55,15 +78,30 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-pub fn parse(url: &str, lock_timeout_ms: u64) -> Result<Target> {
+pub fn parse(url: &str) -> Result<Target> {
     let shown = mask(url);
     let bad = |why: String| Error::StorageUnavailable(format!("{shown}: {why}"));
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
     let (mut kept, mut verify, mut root_cert) = (Vec::new(), false, None::<PathBuf>);
+    let (mut pool_max, mut listen) = (DEFAULT_POOL_MAX, None);
     let mut mode = SslMode::Prefer;
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         match key {
+            "pool_max" => {
+                pool_max = value
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=1000).contains(n))
+                    .ok_or_else(|| bad(format!("pool_max must be a number from 1 to 1000, not {value:?}")))?;
+            }
+            "listen_url" => {
+                let direct = percent_decode(value);
+                if direct.contains("listen_url=") {
+                    return Err(bad("listen_url names a URL with a listen_url of its own".into()));
+                }
+                listen = Some(Box::new(parse(&direct)?));
+            }
             "sslmode" => {
                 (mode, verify) = match value {
                     "disable" => (SslMode::Disable, false),
@@ -83,20 +121,13 @@ pub fn parse(url: &str, lock_timeout_ms: u64) -> Result<Target> {
     if config.get_application_name().is_none() {
         config.application_name("convo");
     }
-    // A write waits this long for another writer's row lock, then fails with 1006.
-    let options = format!("-c lock_timeout={lock_timeout_ms}");
-    let options = match config.get_options() {
-        Some(given) => format!("{given} {options}"),
-        None => options,
-    };
-    config.options(&options);
     if config.get_password().is_none()
         && let Some(password) = password_from_environment(&config)
     {
         config.password(password);
     }
     let tls = tls(verify, root_cert.as_deref()).map_err(bad)?;
-    Ok(Target { config, tls, shown })
+    Ok(Target { config, tls, shown, pool_max, listen })
 }
 
 /// `PGPASSWORD`, else the first matching line of `PGPASSFILE` or `~/.pgpass` (ignored,
@@ -232,18 +263,37 @@ mod tests {
         assert_eq!(mask("postgresql://u@h/db"), "postgresql://u@h/db");
         assert_eq!(mask("postgres://h/db"), "postgres://h/db");
         assert_eq!(mask("postgres://u:p%40ss@h/db"), "postgres://u:***@h/db");
+        assert_eq!(
+            mask("postgres://u:a@h:6432/db?pool_max=2&listen_url=postgres%3A%2F%2Fu%3Ab%40h%2Fdb"),
+            "postgres://u:***@h:6432/db?pool_max=2&listen_url=postgres://u:***@h/db"
+        );
     }
 
     #[test]
     fn reads_the_libpq_parameters_tokio_postgres_does_not() {
-        let t = parse("postgres://u:p@localhost:5433/db?sslmode=verify-full&sslrootcert=%2Fnone", 10).err();
+        let t = parse("postgres://u:p@localhost:5433/db?sslmode=verify-full&sslrootcert=%2Fnone").err();
         let message = t.map(|e| e.to_string()).unwrap_or_default();
         assert!(message.contains("sslrootcert /none"), "{message}");
         assert!(!message.contains(":p@"), "{message}");
-        let t = parse("postgres://u:p@localhost:5433/db?sslmode=require&application_name=x", 10).ok().unwrap();
+        let t = parse("postgres://u:p@localhost:5433/db?sslmode=require&application_name=x").ok().unwrap();
         assert_eq!(t.config.get_ssl_mode(), SslMode::Require);
         assert_eq!(t.config.get_application_name(), Some("x"));
-        assert_eq!(t.config.get_options(), Some("-c lock_timeout=10"));
+        assert_eq!(t.config.get_options(), None, "a pooler refuses startup options");
+        assert_eq!((t.pool_max, t.listen.is_none()), (DEFAULT_POOL_MAX, true));
+    }
+
+    #[test]
+    fn reads_pool_max_and_listen_url() {
+        let url =
+            "postgres://u:p@127.0.0.1:6432/db?pool_max=2&listen_url=postgres%3A%2F%2Fu%3Ap%40127.0.0.1%3A5432%2Fdb";
+        let t = parse(url).ok().unwrap();
+        assert_eq!(t.pool_max, 2);
+        let listen = t.listen.expect("a listen target");
+        assert_eq!(listen.config.get_ports(), [5432]);
+        assert_eq!(listen.shown, "postgres://u:***@127.0.0.1:5432/db");
+        assert!(!t.shown.contains(":p@"), "{}", t.shown);
+        let refused = parse("postgres://u@h/db?pool_max=0").err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(refused.contains("pool_max must be a number from 1 to 1000"), "{refused}");
     }
 
     #[test]

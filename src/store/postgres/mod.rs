@@ -1,15 +1,16 @@
 //! The PostgreSQL backend (`--store postgres://…`): many convo processes on many machines
-//! share one database. The data model and every mutation are the shared ones of
-//! `store::sql` (segment chains, images by hash, one atomic step per mutation with the
-//! revision checked inside it), run on a pool of connections that replaces broken ones
-//! (`pool`): writes grouped into shared commits (`commit`), reads in one REPEATABLE READ
-//! snapshot each, changes through LISTEN/NOTIFY (`changes`). Tables live in one schema
-//! (`convo`, or `--pg-schema`), reached through each connection's `search_path`.
+//! share one database, directly or through a pooler in transaction mode (PgBouncer). The
+//! data model and every mutation are the shared ones of `store::sql` (segment chains,
+//! images by hash, one atomic step per mutation with the revision checked inside it), run
+//! on a bounded pool of connections (`pool`): writes grouped into shared commits
+//! (`commit`), reads in one REPEATABLE READ snapshot each, changes through the change
+//! table (`changes`). Tables live in one schema (`convo`, or `--pg-schema`), named in
+//! every statement (`rows::Db`); no session state is relied on.
 //!
-//! Files, bottom up: `errors`, `connect` (the URL, TLS); `rows` (rows to domain values);
-//! `changes`; `schema` (create, migrate); `pool`; `tx` (the statements `store::sql` runs)
-//! and `check` (fsck's); `search`; `commit`; this file, the `Engine` that runs
-//! `store::sql`'s jobs.
+//! Files, bottom up: `errors`, `connect` (the URL, TLS); `rows` (how statements go out,
+//! rows to domain values); `changes`; `schema` (create, migrate); `pool`; `tx` (the
+//! statements `store::sql` runs) and `check` (fsck's); `search`; `commit`; this file,
+//! the `Engine` that runs `store::sql`'s jobs.
 
 mod changes;
 mod check;
@@ -23,21 +24,19 @@ mod search;
 mod tx;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 
 use crate::error::{Error, Result};
-use crate::store::feed::{Feed, Watcher};
+use crate::store::feed::Watcher;
 use crate::store::sql::jobs::{Done, Edit, Got, Read};
 use crate::store::sql::{Engine, SqlStore};
+use changes::Changes;
 use errors::pg;
 use pool::Connections;
 pub use schema::check_name as check_schema_name;
 use tx::Pg;
-
-/// Connections at most, writers and readers together.
-const POOL_SIZE: usize = 16;
 
 /// The store on a PostgreSQL schema.
 pub type PostgresStore = SqlStore<Postgres>;
@@ -47,26 +46,22 @@ pub struct Postgres {
     connections: Arc<Connections>,
     committer: commit::Committer,
     schema: Arc<str>,
-    feed: Arc<Feed>,
+    changes: Arc<Changes>,
 }
 
 impl SqlStore<Postgres> {
-    /// Connects, creates or migrates `schema`, and starts listening for changes; fails,
-    /// naming the URL with its password masked, when any of that fails.
-    pub async fn open(url: &str, schema: &str, lock_timeout: Duration) -> Result<Self> {
+    /// Connects, creates or migrates `schema`, and gets ready to read changes; fails,
+    /// naming the URL with its password masked, when any of that fails. `busy_timeout`
+    /// is how long a request waits for a connection, or a write for another's row lock.
+    pub async fn open(url: &str, schema: &str, busy_timeout: Duration) -> Result<Self> {
         schema::check_name(schema).map_err(Error::StorageUnavailable)?;
-        let lock_timeout_ms = u64::try_from(lock_timeout.as_millis()).unwrap_or(u64::MAX);
-        let mut target = connect::parse(url, lock_timeout_ms)?;
-        let options = format!("{} -c search_path={schema}", target.config.get_options().unwrap_or_default());
-        target.config.options(options.trim());
+        let mut target = connect::parse(url)?;
         if target.config.get_connect_timeout().is_none() {
             target.config.connect_timeout(Duration::from_secs(10));
         }
         let shown = target.shown.clone();
         let cannot = |why: String| Error::StorageUnavailable(format!("cannot open PostgreSQL at {shown}: {why}"));
-        let (mut client, connection) =
-            target.config.connect(target.tls.clone()).await.map_err(|e| cannot(errors::describe(&e)))?;
-        let driver = tokio::spawn(connection);
+        let (mut client, driver) = connect_patiently(&target, busy_timeout).await.map_err(&cannot)?;
         let migrated = schema::migrate(&mut client, schema).await;
         drop(client);
         let _ = driver.await;
@@ -78,22 +73,46 @@ impl SqlStore<Postgres> {
             ManagerConfig { recycling_method: RecyclingMethod::Fast },
         );
         let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
+            .max_size(target.pool_max)
             .runtime(Runtime::Tokio1)
-            .create_timeout(Some(Duration::from_secs(10)))
             .build()
             .map_err(|e| cannot(e.to_string()))?;
-        let connections = Arc::new(Connections::new(pool, shown.clone()));
-        let feed = Arc::<Feed>::default();
-        let (ready, listening) = tokio::sync::oneshot::channel();
-        tokio::spawn(changes::listen(target, schema.to_owned(), Arc::downgrade(&feed), ready));
-        let _ = tokio::time::timeout(Duration::from_secs(10), listening).await;
+        let connections = Arc::new(Connections::new(pool, shown.clone(), busy_timeout, target.pool_max));
+        let schema: Arc<str> = schema.into();
+        let listen = target.listen.take().map_or_else(|| target.clone(), |direct| *direct);
+        // Writers leave a connection for reads when the pool has more than one.
+        let writers = target.pool_max.saturating_sub(1).clamp(1, 4);
         Ok(SqlStore::new(Postgres {
-            committer: commit::Committer::spawn(connections.clone(), schema.into()),
+            committer: commit::Committer::spawn(connections.clone(), schema.clone(), writers, busy_timeout),
+            changes: Changes::start(connections.clone(), schema.clone(), listen),
             connections,
-            schema: schema.into(),
-            feed,
+            schema,
         }))
+    }
+}
+
+/// The first connection, waiting out a server that has too many (as `pool` does), and
+/// the task that drives it.
+async fn connect_patiently(
+    target: &connect::Target,
+    patience: Duration,
+) -> std::result::Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), String> {
+    let deadline = Instant::now() + patience;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        match target.config.connect(target.tls.clone()).await {
+            Ok((client, connection)) => {
+                let driver = tokio::spawn(async move {
+                    let _ = connection.await;
+                });
+                return Ok((client, driver));
+            }
+            Err(e) if pool::full(&e) && Instant::now() + pause < deadline => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(500));
+            }
+            Err(e) => return Err(errors::describe(&e)),
+        }
     }
 }
 
@@ -108,12 +127,12 @@ impl Engine for Postgres {
 
     /// In one REPEATABLE READ snapshot when it reads more than once, else as is.
     async fn read(&self, read: Read) -> Result<Got> {
-        let db = self.connections.get().await?;
-        let tx = Pg::new(&db, self.schema.clone());
         if !read.snapshot() {
-            return read.apply(&tx).await;
+            let db = self.connections.get().await?;
+            return read.apply(&Pg::new(&db, &self.schema)).await;
         }
-        db.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await.map_err(pg)?;
+        let db = self.connections.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?;
+        let tx = Pg::new(&db, &self.schema);
         let result = read.apply(&tx).await;
         let ended = db.batch_execute(if result.is_ok() { "COMMIT" } else { "ROLLBACK" }).await;
         match (result, ended) {
@@ -128,7 +147,7 @@ impl Engine for Postgres {
         Ok(())
     }
 
-    fn watch(&self) -> Arc<Watcher> {
-        self.feed.watch()
+    async fn watch(&self) -> Arc<Watcher> {
+        self.changes.watch().await
     }
 }

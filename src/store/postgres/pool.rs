@@ -1,56 +1,129 @@
-//! This process's connections to PostgreSQL: a pool that replaces broken ones, and the
-//! back-off that keeps requests from waiting on an unreachable server.
+//! This process's connections to PostgreSQL: at most `pool_max` of them, replaced when
+//! broken or closed by the server while idle. A request waits for a free one, and for a
+//! server (or pooler) that refuses a new connection because it has too many, up to the
+//! busy timeout; an unreachable server is reported at once (with back-off between
+//! attempts), in PostgreSQL's own words.
 
 use std::time::{Duration, Instant};
 
-use deadpool_postgres::{Object, Pool};
+use deadpool_postgres::{Object, Pool, PoolError, TimeoutType, Timeouts};
 
 use crate::error::{Error, Result};
 use crate::store::postgres::errors::describe;
 
-/// The pool, and the back-off that keeps requests from waiting on an unreachable server.
+/// The pool, how long a request waits for it, and the back-off that keeps requests from
+/// waiting on an unreachable server.
 pub struct Connections {
     pool: Pool,
     backoff: Backoff,
     shown: String,
+    patience: Duration,
+    pool_max: usize,
+}
+
+/// A connection refused because the server, or the pooler in front of it, has as many
+/// as it takes (53300 `too many clients`; PgBouncer's `no more connections allowed`):
+/// waited out, not reported.
+pub fn full(e: &tokio_postgres::Error) -> bool {
+    match e.as_db_error() {
+        Some(db) => db.code().code() == "53300" || db.message().starts_with("no more connections allowed"),
+        None => false,
+    }
+}
+
+/// How long to wait before asking again for a connection the server refused as full.
+fn pause(attempt: u32) -> Duration {
+    Duration::from_millis((5u64 << attempt.min(7)).min(500))
 }
 
 impl Connections {
-    pub fn new(pool: Pool, shown: String) -> Self {
-        Connections { pool, backoff: Backoff::default(), shown }
+    pub fn new(pool: Pool, shown: String, patience: Duration, pool_max: usize) -> Self {
+        Connections { pool, backoff: Backoff::default(), shown, patience, pool_max }
     }
 
-    /// A connection, or 1006 at once while the server is unreachable.
+    /// A connection: a free one of the pool, or a new one while the pool is not full;
+    /// 1006 at once while the server is unreachable, and after the busy timeout when
+    /// none became free or the server kept refusing new ones.
     pub async fn get(&self) -> Result<Object> {
-        if let Err(wait) = self.backoff.check() {
+        if let Err((wait, why)) = self.backoff.check() {
             return Err(Error::StorageUnavailable(format!(
-                "PostgreSQL at {} is unreachable; the next attempt is in {} ms",
+                "cannot connect to PostgreSQL at {}: {why}; the next attempt is in {} ms",
                 self.shown,
                 wait.as_millis()
             )));
         }
-        match self.pool.get().await {
-            Ok(db) => {
-                self.backoff.succeeded();
+        let deadline = Instant::now() + self.patience;
+        let mut attempt = 0;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let timeouts = Timeouts {
+                wait: Some(left),
+                create: Some(left.max(Duration::from_secs(10))),
+                recycle: Some(Duration::from_secs(10)),
+            };
+            match self.pool.timeout_get(&timeouts).await {
+                Ok(db) => {
+                    self.backoff.succeeded();
+                    return Ok(db);
+                }
+                Err(PoolError::Backend(e)) if full(&e) => {
+                    if Instant::now() + pause(attempt) >= deadline {
+                        return Err(Error::StorageUnavailable(format!(
+                            "PostgreSQL at {} refused new connections for {} ms: {}",
+                            self.shown,
+                            self.patience.as_millis(),
+                            describe(&e)
+                        )));
+                    }
+                    tokio::time::sleep(pause(attempt)).await;
+                    attempt += 1;
+                }
+                Err(PoolError::Timeout(TimeoutType::Wait)) => {
+                    return Err(Error::StorageUnavailable(format!(
+                        "no connection to PostgreSQL at {} became free within {} ms (pool_max={})",
+                        self.shown,
+                        self.patience.as_millis(),
+                        self.pool_max
+                    )));
+                }
+                Err(e) => {
+                    let why = match &e {
+                        PoolError::Backend(e) => describe(e),
+                        other => other.to_string(),
+                    };
+                    self.backoff.failed(&why);
+                    tracing::warn!(error = %why, "cannot connect to PostgreSQL");
+                    return Err(Error::StorageUnavailable(format!(
+                        "cannot connect to PostgreSQL at {}: {why}",
+                        self.shown
+                    )));
+                }
+            }
+        }
+    }
+
+    /// A connection on which `opening` (the statements that open a transaction) has run;
+    /// a connection the server closed meanwhile is replaced once.
+    pub async fn begin(&self, opening: &str) -> Result<Object> {
+        let db = self.get().await?;
+        match db.batch_execute(opening).await {
+            Ok(()) => Ok(db),
+            Err(e) if e.is_closed() || db.is_closed() => {
+                drop(Object::take(db));
+                let db = self.get().await?;
+                db.batch_execute(opening).await.map_err(crate::store::postgres::errors::pg)?;
                 Ok(db)
             }
-            Err(e) => {
-                self.backoff.failed();
-                let why = match &e {
-                    deadpool_postgres::PoolError::Backend(e) => describe(e),
-                    other => other.to_string(),
-                };
-                tracing::warn!(error = %why, "cannot connect to PostgreSQL");
-                Err(Error::StorageUnavailable(format!("cannot connect to PostgreSQL at {}: {why}", self.shown)))
-            }
+            Err(e) => Err(crate::store::postgres::errors::pg(e)),
         }
     }
 }
 
 /// Connection attempts after a failure wait: 100 ms, doubling to 5 s. Meanwhile requests
-/// fail at once with 1006 instead of piling up on an unreachable server.
+/// fail at once with 1006, saying why the last attempt failed, instead of piling up on
+/// an unreachable server.
 pub struct Backoff {
-    state: std::sync::Mutex<(Option<Instant>, Duration)>,
+    state: std::sync::Mutex<(Option<Instant>, Duration, String)>,
 }
 
 const FIRST_WAIT: Duration = Duration::from_millis(100);
@@ -58,24 +131,25 @@ const LONGEST_WAIT: Duration = Duration::from_secs(5);
 
 impl Default for Backoff {
     fn default() -> Self {
-        Backoff { state: std::sync::Mutex::new((None, FIRST_WAIT)) }
+        Backoff { state: std::sync::Mutex::new((None, FIRST_WAIT, String::new())) }
     }
 }
 
 impl Backoff {
-    /// `Err` with when to retry, while waiting after a failure.
-    pub fn check(&self) -> std::result::Result<(), Duration> {
+    /// `Err` with when to retry and why the last attempt failed, while waiting after a
+    /// failure.
+    pub fn check(&self) -> std::result::Result<(), (Duration, String)> {
         let state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         match state.0 {
-            Some(at) if Instant::now() < at => Err(at - Instant::now()),
+            Some(at) if Instant::now() < at => Err((at - Instant::now(), state.2.clone())),
             _ => Ok(()),
         }
     }
 
-    pub fn failed(&self) {
+    pub fn failed(&self, why: &str) {
         let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let wait = state.1;
-        *state = (Some(Instant::now() + wait), (wait * 2).min(LONGEST_WAIT));
+        *state = (Some(Instant::now() + wait), (wait * 2).min(LONGEST_WAIT), why.to_owned());
     }
 
     pub fn succeeded(&self) {
@@ -83,6 +157,6 @@ impl Backoff {
         if state.0.is_some() {
             tracing::info!("connected to PostgreSQL again");
         }
-        *state = (None, FIRST_WAIT);
+        *state = (None, FIRST_WAIT, String::new());
     }
 }

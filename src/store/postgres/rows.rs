@@ -1,12 +1,14 @@
 //! Rows to domain values and back, as in the SQLite store: sessions, messages, images
 //! kept once by content hash in `blobs` (counted by the message rows that name them), and
-//! the drafts of streams.
+//! the drafts of streams; and how every statement goes out (`Db`).
 
-use deadpool_postgres::ClientWrapper as Db;
+use std::borrow::Cow;
+
+use deadpool_postgres::ClientWrapper;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use tokio_postgres::Row;
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{ToSql, Type};
 
 use crate::error::{Error, Result};
 use crate::session::image::describe;
@@ -17,19 +19,91 @@ use crate::store::sql::{SessionRow, parse_role};
 pub const SESSION_COLUMNS: &str = "session_id, system, cwd, title, metadata, revision, created_at, updated_at, \
      forked_from_session, forked_from_message, segment, start, len, usage";
 
-pub async fn query(db: &Db, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
-    let stmt = db.prepare_cached(sql).await.map_err(pg)?;
-    db.query(&stmt, params).await.map_err(pg)
+/// One connection, and the schema its statements name. Statements name their tables
+/// `convo.…` (the default schema), rewritten to the schema in use, so that nothing
+/// relies on `search_path`; and they go out unnamed with their parameters' types
+/// (`query_typed`: parse, bind and run in one round trip), so that no prepared statement
+/// outlives its transaction. Both are what a pooler in transaction mode needs: the next
+/// transaction may run on another server connection.
+#[derive(Clone, Copy)]
+pub struct Db<'c> {
+    pub client: &'c ClientWrapper,
+    schema: &'c str,
 }
 
-pub async fn query_opt(db: &Db, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>> {
-    let stmt = db.prepare_cached(sql).await.map_err(pg)?;
-    db.query_opt(&stmt, params).await.map_err(pg)
+/// A statement's parameter, with the type PostgreSQL is told it has.
+pub trait Param: ToSql + Sync {
+    fn pg_type(&self) -> Type;
+    fn as_sql(&self) -> &(dyn ToSql + Sync);
 }
 
-pub async fn execute(db: &Db, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
-    let stmt = db.prepare_cached(sql).await.map_err(pg)?;
-    db.execute(&stmt, params).await.map_err(pg)
+/// The PostgreSQL type of a Rust value convo binds.
+pub trait Typed {
+    const TYPE: Type;
+}
+
+impl Typed for str {
+    const TYPE: Type = Type::TEXT;
+}
+impl Typed for String {
+    const TYPE: Type = Type::TEXT;
+}
+impl Typed for i64 {
+    const TYPE: Type = Type::INT8;
+}
+impl Typed for Vec<i64> {
+    const TYPE: Type = Type::INT8_ARRAY;
+}
+impl<T: Typed> Typed for Option<T> {
+    const TYPE: Type = T::TYPE;
+}
+impl<T: Typed + ?Sized> Typed for &T {
+    const TYPE: Type = T::TYPE;
+}
+
+impl<T: Typed + ToSql + Sync> Param for T {
+    fn pg_type(&self) -> Type {
+        T::TYPE
+    }
+    fn as_sql(&self) -> &(dyn ToSql + Sync) {
+        self
+    }
+}
+
+impl<'c> Db<'c> {
+    pub fn new(client: &'c ClientWrapper, schema: &'c str) -> Self {
+        Db { client, schema }
+    }
+
+    pub fn schema(&self) -> &'c str {
+        self.schema
+    }
+
+    /// `sql` with its tables in this schema.
+    pub fn sql<'s>(&self, sql: &'s str) -> Cow<'s, str> {
+        qualified(sql, self.schema)
+    }
+
+    fn typed<'p>(params: &'p [&'p dyn Param]) -> Vec<(&'p (dyn ToSql + Sync), Type)> {
+        params.iter().map(|p| (p.as_sql(), p.pg_type())).collect()
+    }
+}
+
+/// `sql` with the tables it names as `convo.…` in `schema`.
+pub fn qualified<'s>(sql: &'s str, schema: &str) -> Cow<'s, str> {
+    if schema == "convo" { Cow::Borrowed(sql) } else { Cow::Owned(sql.replace("convo.", &format!("{schema}."))) }
+}
+
+pub async fn query(db: Db<'_>, sql: &str, params: &[&dyn Param]) -> Result<Vec<Row>> {
+    db.client.query_typed(&db.sql(sql), &Db::typed(params)).await.map_err(pg)
+}
+
+pub async fn query_opt(db: Db<'_>, sql: &str, params: &[&dyn Param]) -> Result<Option<Row>> {
+    db.client.query_typed_opt(&db.sql(sql), &Db::typed(params)).await.map_err(pg)
+}
+
+pub async fn execute(db: Db<'_>, sql: &str, params: &[&dyn Param]) -> Result<u64> {
+    db.client.execute_typed(&db.sql(sql), &Db::typed(params)).await.map_err(pg)
 }
 
 fn corrupt(what: impl std::fmt::Display) -> Error {
@@ -76,16 +150,16 @@ pub fn session(row: &Row) -> Result<SessionRow> {
 
 /// A session's row; `for_update` locks it to the end of the transaction (the revision
 /// check and the change it guards then see no other writer in between).
-pub async fn load_session(db: &Db, session_id: &str, for_update: bool) -> Result<Option<SessionRow>> {
+pub async fn load_session(db: Db<'_>, session_id: &str, for_update: bool) -> Result<Option<SessionRow>> {
     let lock = if for_update { " FOR UPDATE" } else { "" };
-    let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = $1{lock}");
+    let sql = format!("SELECT {SESSION_COLUMNS} FROM convo.sessions WHERE session_id = $1{lock}");
     query_opt(db, &sql, &[&session_id]).await?.map(|r| session(&r)).transpose()
 }
 
 /// Writes a session row whole: replaces the one with its id or, when `new`, inserts it,
 /// failing with `SessionExists` if another writer took the id first (its insert is
 /// waited for, so two processes creating one id cannot both succeed).
-pub async fn put_session(db: &Db, row: &SessionRow, new: bool) -> Result<()> {
+pub async fn put_session(db: Db<'_>, row: &SessionRow, new: bool) -> Result<()> {
     let info = &row.info;
     let forked = info.forked_from.as_ref();
     let on_conflict = if new {
@@ -96,7 +170,7 @@ pub async fn put_session(db: &Db, row: &SessionRow, new: bool) -> Result<()> {
          usage = $14"
     };
     let sql = format!(
-        "INSERT INTO sessions ({SESSION_COLUMNS}) \
+        "INSERT INTO convo.sessions ({SESSION_COLUMNS}) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
          ON CONFLICT (session_id) {on_conflict}"
     );
@@ -155,10 +229,10 @@ pub fn role(row: &Row) -> Result<Role> {
 }
 
 /// Replaces each image hash of `message` by the image it names.
-pub async fn load_images(db: &Db, message: &mut Message) -> Result<()> {
+pub async fn load_images(db: Db<'_>, message: &mut Message) -> Result<()> {
     let Some(hashes) = message.images.as_mut() else { return Ok(()) };
     for slot in hashes.iter_mut() {
-        let row = query_opt(db, "SELECT data FROM blobs WHERE hash = $1", &[&*slot]).await?;
+        let row = query_opt(db, "SELECT data FROM convo.blobs WHERE hash = $1", &[&*slot]).await?;
         *slot = row
             .ok_or_else(|| Error::StorageUnavailable(format!("image {slot} is missing from the database")))?
             .try_get(0)
@@ -167,7 +241,7 @@ pub async fn load_images(db: &Db, message: &mut Message) -> Result<()> {
     Ok(())
 }
 
-pub async fn insert_message(db: &Db, segment: i64, seq: u64, m: &Message, revision: u64) -> Result<()> {
+pub async fn insert_message(db: Db<'_>, segment: i64, seq: u64, m: &Message, revision: u64) -> Result<()> {
     let mut hashes = None;
     if let Some(images) = &m.images {
         let mut list = Vec::with_capacity(images.len());
@@ -177,7 +251,7 @@ pub async fn insert_message(db: &Db, segment: i64, seq: u64, m: &Message, revisi
         hashes = Some(list);
     }
     let sql = format!(
-        "INSERT INTO messages (segment, seq, {MESSAGE_COLUMNS}, words, revision) \
+        "INSERT INTO convo.messages (segment, seq, {MESSAGE_COLUMNS}, words, revision) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::text::tsvector, $15)"
     );
     execute(
@@ -207,14 +281,14 @@ pub async fn insert_message(db: &Db, segment: i64, seq: u64, m: &Message, revisi
 
 /// Stores an image once, however many messages carry it, with its ref
 /// (`session::image`); returns its hash.
-async fn store_blob(db: &Db, image: &str) -> Result<String> {
+async fn store_blob(db: Db<'_>, image: &str) -> Result<String> {
     let hash = hex(&Sha256::digest(image.as_bytes()));
-    let counted = execute(db, "UPDATE blobs SET refs = refs + 1 WHERE hash = $1", &[&hash]).await?;
+    let counted = execute(db, "UPDATE convo.blobs SET refs = refs + 1 WHERE hash = $1", &[&hash]).await?;
     if counted == 0 {
         let d = describe(image);
         execute(
             db,
-            "INSERT INTO blobs (hash, data, refs, ref, media_type, bytes) VALUES ($1, $2, 1, $3, $4, $5) \
+            "INSERT INTO convo.blobs (hash, data, refs, ref, media_type, bytes) VALUES ($1, $2, 1, $3, $4, $5) \
              ON CONFLICT (hash) DO UPDATE SET refs = blobs.refs + 1",
             &[&hash, &image, &d.reference, &d.media_type, &(d.bytes as i64)],
         )
@@ -224,8 +298,8 @@ async fn store_blob(db: &Db, image: &str) -> Result<String> {
 }
 
 /// The image whose ref is `reference`.
-pub async fn image(db: &Db, reference: &str) -> Result<Option<String>> {
-    let row = query_opt(db, "SELECT data FROM blobs WHERE ref = $1 LIMIT 1", &[&reference]).await?;
+pub async fn image(db: Db<'_>, reference: &str) -> Result<Option<String>> {
+    let row = query_opt(db, "SELECT data FROM convo.blobs WHERE ref = $1 LIMIT 1", &[&reference]).await?;
     row.map(|r| r.try_get(0).map_err(corrupt)).transpose()
 }
 
@@ -234,22 +308,22 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// Deletes the message rows of `segment` with `lo <= seq < hi`, releasing their images.
-pub async fn delete_messages(db: &Db, segment: i64, lo: u64, hi: u64) -> Result<()> {
+pub async fn delete_messages(db: Db<'_>, segment: i64, lo: u64, hi: u64) -> Result<()> {
     let (lo, hi) = (lo.min(i64::MAX as u64) as i64, hi.min(i64::MAX as u64) as i64);
     let lists = query(
         db,
-        "SELECT images FROM messages WHERE segment = $1 AND seq >= $2 AND seq < $3 AND images IS NOT NULL",
+        "SELECT images FROM convo.messages WHERE segment = $1 AND seq >= $2 AND seq < $3 AND images IS NOT NULL",
         &[&segment, &lo, &hi],
     )
     .await?;
     for row in lists {
         let hashes: Vec<String> = json_column(&row, 0)?.unwrap_or_default();
         for hash in hashes {
-            execute(db, "UPDATE blobs SET refs = refs - 1 WHERE hash = $1", &[&hash]).await?;
-            execute(db, "DELETE FROM blobs WHERE hash = $1 AND refs <= 0", &[&hash]).await?;
+            execute(db, "UPDATE convo.blobs SET refs = refs - 1 WHERE hash = $1", &[&hash]).await?;
+            execute(db, "DELETE FROM convo.blobs WHERE hash = $1 AND refs <= 0", &[&hash]).await?;
         }
     }
-    execute(db, "DELETE FROM messages WHERE segment = $1 AND seq >= $2 AND seq < $3", &[&segment, &lo, &hi])
+    execute(db, "DELETE FROM convo.messages WHERE segment = $1 AND seq >= $2 AND seq < $3", &[&segment, &lo, &hi])
         .await
         .map(drop)
 }
@@ -269,30 +343,31 @@ fn draft(row: &Row) -> Result<Draft> {
     })
 }
 
-pub async fn put_draft(db: &Db, d: &Draft) -> Result<()> {
+pub async fn put_draft(db: Db<'_>, d: &Draft) -> Result<()> {
     let user = serde_json::to_string(&d.user).map_err(|e| Error::Internal(e.to_string()))?;
     let sql = format!(
-        "INSERT INTO drafts ({DRAFT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (stream_id) DO UPDATE \
+        "INSERT INTO convo.drafts ({DRAFT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (stream_id) DO UPDATE \
          SET session_id = $2, owner = $3, refreshed_at = $4, user_message = $5, text = $6"
     );
     execute(db, &sql, &[&d.stream_id, &d.session_id, &d.owner, &d.refreshed_at, &user, &d.text]).await.map(drop)
 }
 
-pub async fn get_draft(db: &Db, stream_id: &str) -> Result<Option<Draft>> {
-    let sql = format!("SELECT {DRAFT_COLUMNS} FROM drafts WHERE stream_id = $1");
+pub async fn get_draft(db: Db<'_>, stream_id: &str) -> Result<Option<Draft>> {
+    let sql = format!("SELECT {DRAFT_COLUMNS} FROM convo.drafts WHERE stream_id = $1");
     query_opt(db, &sql, &[&stream_id]).await?.as_ref().map(draft).transpose()
 }
 
-pub async fn newest_draft_of(db: &Db, session_id: &str) -> Result<Option<Draft>> {
-    let sql = format!("SELECT {DRAFT_COLUMNS} FROM drafts WHERE session_id = $1 ORDER BY refreshed_at DESC LIMIT 1");
+pub async fn newest_draft_of(db: Db<'_>, session_id: &str) -> Result<Option<Draft>> {
+    let sql =
+        format!("SELECT {DRAFT_COLUMNS} FROM convo.drafts WHERE session_id = $1 ORDER BY refreshed_at DESC LIMIT 1");
     query_opt(db, &sql, &[&session_id]).await?.as_ref().map(draft).transpose()
 }
 
-pub async fn delete_draft(db: &Db, stream_id: &str) -> Result<()> {
-    execute(db, "DELETE FROM drafts WHERE stream_id = $1", &[&stream_id]).await.map(drop)
+pub async fn delete_draft(db: Db<'_>, stream_id: &str) -> Result<()> {
+    execute(db, "DELETE FROM convo.drafts WHERE stream_id = $1", &[&stream_id]).await.map(drop)
 }
 
-pub async fn stale_drafts(db: &Db, before: i64) -> Result<Vec<String>> {
-    let rows = query(db, "SELECT stream_id FROM drafts WHERE refreshed_at < $1", &[&before]).await?;
+pub async fn stale_drafts(db: Db<'_>, before: i64) -> Result<Vec<String>> {
+    let rows = query(db, "SELECT stream_id FROM convo.drafts WHERE refreshed_at < $1", &[&before]).await?;
     rows.iter().map(|r| r.try_get(0).map_err(corrupt)).collect()
 }

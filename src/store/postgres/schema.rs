@@ -104,6 +104,21 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE segments ADD COLUMN owner text COLLATE "C";
     ALTER TABLE messages ADD COLUMN revision bigint;
     "#,
+    // 6: the change table (`changes`): every change with the transaction that made it,
+    // so that a reader resumes where it left off instead of trusting notifications.
+    r#"
+    CREATE TABLE changes (
+        pos           bigserial PRIMARY KEY,
+        xid           bigint NOT NULL DEFAULT (pg_current_xact_id()::text::bigint),
+        session_id    text COLLATE "C" NOT NULL,
+        revision      bigint NOT NULL,
+        kind          text NOT NULL,
+        message_count bigint NOT NULL,
+        at            timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
+    CREATE INDEX changes_by_xid ON changes(xid);
+    CREATE INDEX changes_by_time ON changes(at);
+    "#,
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -5,12 +5,10 @@
 //! query is a `tsquery` literal (`Query::tsquery`), never parsed by PostgreSQL's own
 //! parser. A hit is a message row; the sessions holding it are found through the chains.
 
-use deadpool_postgres::ClientWrapper as Db;
-
 use crate::error::{Error, Result};
 use crate::session::search::content_text;
 use crate::store::Found;
-use crate::store::postgres::rows::{self, query};
+use crate::store::postgres::rows::{self, Db, query};
 use crate::store::sql::{Hit, Place, Searching, Span, page_of_hits, parse_role};
 
 /// Every session holding each matching row, best first (`ts_rank`).
@@ -18,20 +16,20 @@ const SEARCH_ALL: &str = "
     WITH RECURSIVE
     hit AS (
         SELECT m.segment AS seg, m.seq, ts_rank(m.words, q) AS rank
-        FROM messages m, CAST($1::text AS tsquery) q WHERE m.words @@ q
+        FROM convo.messages m, CAST($1::text AS tsquery) q WHERE m.words @@ q
     ),
     reach AS (
         SELECT seg, seq, rank, seg AS at FROM hit
         UNION ALL
-        SELECT r.seg, r.seq, r.rank, s.id FROM reach r JOIN segments s ON s.parent = r.at AND s.base > r.seq
+        SELECT r.seg, r.seq, r.rank, s.id FROM reach r JOIN convo.segments s ON s.parent = r.at AND s.base > r.seq
     )
     SELECT s.session_id, r.seq - s.start, r.seg, r.seq
-    FROM reach r JOIN sessions s ON s.segment = r.at AND s.start <= r.seq AND r.seq < s.len
+    FROM reach r JOIN convo.sessions s ON s.segment = r.at AND s.start <= r.seq AND r.seq < s.len
     ORDER BY r.rank DESC, s.session_id, r.seq
     LIMIT $2 OFFSET $3";
 
 /// See `store::sql::Tx::search`; runs in one read snapshot.
-pub async fn search(db: &Db, searching: Searching<'_>) -> Result<Vec<Found>> {
+pub async fn search(db: Db<'_>, searching: Searching<'_>) -> Result<Vec<Found>> {
     let Searching { query, within, offset, limit } = searching;
     let matching = query.tsquery();
     let places: Vec<Place> = match within {
@@ -46,12 +44,12 @@ pub async fn search(db: &Db, searching: Searching<'_>) -> Result<Vec<Found>> {
 }
 
 /// The hits of one session: its spans searched by range.
-async fn in_session(db: &Db, matching: &str, spans: &[Span]) -> Result<Vec<Hit>> {
+async fn in_session(db: Db<'_>, matching: &str, spans: &[Span]) -> Result<Vec<Hit>> {
     let mut hits = Vec::new();
     for span in spans {
         let found = query(
             db,
-            "SELECT m.seq, ts_rank(m.words, q) FROM messages m, CAST($1::text AS tsquery) q \
+            "SELECT m.seq, ts_rank(m.words, q) FROM convo.messages m, CAST($1::text AS tsquery) q \
              WHERE m.segment = $2 AND m.seq >= $3 AND m.seq < $4 AND m.words @@ q",
             &[&matching, &span.segment, &(span.lo as i64), &(span.hi as i64)],
         )
@@ -65,12 +63,12 @@ async fn in_session(db: &Db, matching: &str, spans: &[Span]) -> Result<Vec<Hit>>
 }
 
 /// The message rows of the hits, in one query, kept in the hits' order.
-async fn load(db: &Db, places: Vec<Place>) -> Result<Vec<Found>> {
+async fn load(db: Db<'_>, places: Vec<Place>) -> Result<Vec<Found>> {
     let segments: Vec<i64> = places.iter().map(|p| p.2).collect();
     let seqs: Vec<i64> = places.iter().map(|p| p.3 as i64).collect();
     let found = query(
         db,
-        "SELECT m.segment, m.seq, m.id, m.role, m.content FROM messages m \
+        "SELECT m.segment, m.seq, m.id, m.role, m.content FROM convo.messages m \
          JOIN unnest($1::bigint[], $2::bigint[]) AS p(segment, seq) ON m.segment = p.segment AND m.seq = p.seq",
         &[&segments, &seqs],
     )

@@ -1,32 +1,69 @@
 //! The statements of the shared SQL algorithms (`store::sql::Tx`) on one PostgreSQL
-//! connection, each a cached prepared statement. The chain is read in one recursive
+//! connection (each sent as `rows::Db` sends them). The chain is read in one recursive
 //! query, and what lies below a segment too.
 
-use std::sync::Arc;
+use std::sync::Mutex;
 
-use deadpool_postgres::ClientWrapper as Db;
+use deadpool_postgres::ClientWrapper;
 
 use crate::error::{Error, Result};
 use crate::session::{Draft, Message, Role, SessionInfo};
 use crate::store::Found;
 use crate::store::feed::ChangeKind;
-use crate::store::postgres::rows::{self, MESSAGE_COLUMNS, SESSION_COLUMNS, execute, query, query_opt};
+use crate::store::postgres::rows::{self, Db, MESSAGE_COLUMNS, SESSION_COLUMNS, execute, query, query_opt};
 use crate::store::postgres::{changes, search};
+use crate::store::sql::tx::Appending;
 use crate::store::sql::{Listing, Searching, SessionRow, Tx};
 
-/// One connection, in the transaction the caller opened, and the schema whose changes
-/// it announces.
+/// One connection, in the transaction the caller opened, and the schema it works in;
+/// in a writer's group, what the job before left for the next one (`Carry`).
 pub struct Pg<'c> {
-    db: &'c Db,
-    schema: Arc<str>,
+    db: Db<'c>,
+    carry: Option<&'c Carry>,
+}
+
+/// What an append left for an append right after it in the same transaction
+/// (`Tx::carry`), as the SQLite writer keeps it: offered to the next job only, and
+/// dropped when a job does not take effect. One per transaction: nothing is carried
+/// from one into the next.
+#[derive(Default)]
+pub struct Carry {
+    left: Mutex<Option<Appending>>,
+    offered: Mutex<Option<Appending>>,
+}
+
+impl Carry {
+    /// Before a job: what the job before left is offered to it.
+    pub fn offer(&self) {
+        let left = lock(&self.left).take();
+        *lock(&self.offered) = left;
+    }
+
+    /// After a job: what it did not take is gone; when it did not take effect, what it
+    /// left is not true.
+    pub fn settle(&self, took_effect: bool) {
+        lock(&self.offered).take();
+        if !took_effect {
+            lock(&self.left).take();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl<'c> Pg<'c> {
-    pub fn new(db: &'c Db, schema: Arc<str>) -> Self {
-        Pg { db, schema }
+    pub fn new(client: &'c ClientWrapper, schema: &'c str) -> Self {
+        Pg { db: Db::new(client, schema), carry: None }
     }
 
-    pub fn db(&self) -> &'c Db {
+    /// In a writer's group, with what jobs carry from one to the next.
+    pub fn in_group(client: &'c ClientWrapper, schema: &'c str, carry: &'c Carry) -> Self {
+        Pg { db: Db::new(client, schema), carry: Some(carry) }
+    }
+
+    pub fn db(&self) -> Db<'c> {
         self.db
     }
 
@@ -48,15 +85,24 @@ impl Tx for Pg<'_> {
         rows::put_session(self.db, row, new).await
     }
 
+    async fn put_appended(&self, row: &SessionRow) -> Result<()> {
+        let info = &row.info;
+        let usage = serde_json::to_string(&info.usage).unwrap_or_else(|_| "null".into());
+        let (revision, len) = (info.revision as i64, row.len as i64);
+        let sql =
+            "UPDATE convo.sessions SET revision = $2, updated_at = $3, len = $4, usage = $5 WHERE session_id = $1";
+        execute(self.db, sql, &[&info.session_id, &revision, &info.updated_at, &len, &usage]).await.map(drop)
+    }
+
     async fn delete_session(&self, id: &str) -> Result<()> {
-        execute(self.db, "DELETE FROM sessions WHERE session_id = $1", &[&id]).await.map(drop)
+        execute(self.db, "DELETE FROM convo.sessions WHERE session_id = $1", &[&id]).await.map(drop)
     }
 
     async fn list(&self, listing: &Listing) -> Result<Vec<SessionInfo>> {
         let Listing { limit, after, updated_before } = listing.clone();
         let (at, id) = after.map_or((None, None), |k| (Some(k.created_at), Some(k.session_id)));
         let sql = format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions WHERE ($1::text IS NULL OR (created_at, session_id) < ($1, $2)) \
+            "SELECT {SESSION_COLUMNS} FROM convo.sessions WHERE ($1::text IS NULL OR (created_at, session_id) < ($1, $2)) \
              AND ($4::text IS NULL OR updated_at < $4) ORDER BY created_at DESC, session_id DESC LIMIT $3"
         );
         let found = query(self.db, &sql, &[&at, &id, &(limit as i64), &updated_before]).await?;
@@ -64,22 +110,22 @@ impl Tx for Pg<'_> {
     }
 
     async fn updated_before(&self, at: &str) -> Result<Vec<String>> {
-        let found = query(self.db, "SELECT session_id FROM sessions WHERE updated_at < $1", &[&at]).await?;
+        let found = query(self.db, "SELECT session_id FROM convo.sessions WHERE updated_at < $1", &[&at]).await?;
         Ok(found.iter().map(|r| r.get(0)).collect())
     }
 
     async fn record(&self, session_id: &str, revision: u64, kind: ChangeKind, message_count: u64) -> Result<()> {
-        changes::record(self.db, &self.schema, session_id, revision, kind, message_count).await
+        changes::record(self.db, session_id, revision, kind, message_count).await
     }
 
     async fn new_segment(&self, parent: Option<i64>, base: u64, owner: &str) -> Result<i64> {
-        let sql = "INSERT INTO segments (parent, base, owner) VALUES ($1, $2, $3) RETURNING id";
+        let sql = "INSERT INTO convo.segments (parent, base, owner) VALUES ($1, $2, $3) RETURNING id";
         let row = query_opt(self.db, sql, &[&parent, &(base as i64), &owner]).await?;
         row.map(|r| r.get(0)).ok_or_else(|| Error::StorageUnavailable("a new segment was not given an id".into()))
     }
 
     async fn segment(&self, id: i64) -> Result<Option<(Option<i64>, u64)>> {
-        let row = query_opt(self.db, "SELECT parent, base FROM segments WHERE id = $1", &[&id]).await?;
+        let row = query_opt(self.db, "SELECT parent, base FROM convo.segments WHERE id = $1", &[&id]).await?;
         Ok(row.map(|r| (r.get(0), r.get::<_, i64>(1) as u64)))
     }
 
@@ -88,9 +134,9 @@ impl Tx for Pg<'_> {
         let chain = query(
             self.db,
             "WITH RECURSIVE chain(id, parent, base, depth) AS ( \
-               SELECT id, parent, base, 0 FROM segments WHERE id = $1 \
+               SELECT id, parent, base, 0 FROM convo.segments WHERE id = $1 \
                UNION ALL \
-               SELECT s.id, s.parent, s.base, c.depth + 1 FROM segments s JOIN chain c ON s.id = c.parent \
+               SELECT s.id, s.parent, s.base, c.depth + 1 FROM convo.segments s JOIN chain c ON s.id = c.parent \
                  WHERE c.base > $2 AND c.depth < 100000) \
              SELECT id, base FROM chain ORDER BY depth",
             &[&head, &(start as i64)],
@@ -100,16 +146,16 @@ impl Tx for Pg<'_> {
     }
 
     async fn lowest_start_on(&self, id: i64) -> Result<Option<u64>> {
-        Ok(self.optional_i64("SELECT min(start) FROM sessions WHERE segment = $1", id).await?.map(|s| s as u64))
+        Ok(self.optional_i64("SELECT min(start) FROM convo.sessions WHERE segment = $1", id).await?.map(|s| s as u64))
     }
 
     async fn forks_of(&self, id: i64) -> Result<Vec<i64>> {
-        let found = query(self.db, "SELECT id FROM segments WHERE parent = $1", &[&id]).await?;
+        let found = query(self.db, "SELECT id FROM convo.segments WHERE parent = $1", &[&id]).await?;
         Ok(found.iter().map(|r| r.get(0)).collect())
     }
 
     async fn highest_fork(&self, id: i64) -> Result<Option<u64>> {
-        Ok(self.optional_i64("SELECT max(base) FROM segments WHERE parent = $1", id).await?.map(|b| b as u64))
+        Ok(self.optional_i64("SELECT max(base) FROM convo.segments WHERE parent = $1", id).await?.map(|b| b as u64))
     }
 
     /// In one recursive query.
@@ -117,8 +163,8 @@ impl Tx for Pg<'_> {
         let lowest = self
             .optional_i64(
                 "WITH RECURSIVE below(id) AS ( \
-                   SELECT $1::bigint UNION ALL SELECT s.id FROM segments s JOIN below b ON s.parent = b.id) \
-                 SELECT min(start) FROM sessions WHERE segment IN (SELECT id FROM below)",
+                   SELECT $1::bigint UNION ALL SELECT s.id FROM convo.segments s JOIN below b ON s.parent = b.id) \
+                 SELECT min(start) FROM convo.sessions WHERE segment IN (SELECT id FROM below)",
                 id,
             )
             .await?;
@@ -126,11 +172,11 @@ impl Tx for Pg<'_> {
     }
 
     async fn delete_segment(&self, id: i64) -> Result<()> {
-        execute(self.db, "DELETE FROM segments WHERE id = $1", &[&id]).await.map(drop)
+        execute(self.db, "DELETE FROM convo.segments WHERE id = $1", &[&id]).await.map(drop)
     }
 
     async fn detach(&self, id: i64) -> Result<()> {
-        execute(self.db, "UPDATE segments SET parent = NULL WHERE id = $1", &[&id]).await.map(drop)
+        execute(self.db, "UPDATE convo.segments SET parent = NULL WHERE id = $1", &[&id]).await.map(drop)
     }
 
     async fn insert(&self, segment: i64, seq: u64, message: &Message, revision: u64) -> Result<()> {
@@ -138,7 +184,7 @@ impl Tx for Pg<'_> {
     }
 
     async fn origin(&self, segment: i64, seq: u64) -> Result<(Option<String>, u64)> {
-        let sql = "SELECT s.owner, m.revision FROM messages m JOIN segments s ON s.id = m.segment \
+        let sql = "SELECT s.owner, m.revision FROM convo.messages m JOIN convo.segments s ON s.id = m.segment \
                    WHERE m.segment = $1 AND m.seq = $2";
         let row = query_opt(self.db, sql, &[&segment, &(seq as i64)]).await?;
         Ok(row.map_or((None, 0), |r| (r.get(0), r.get::<_, Option<i64>>(1).unwrap_or(0) as u64)))
@@ -146,7 +192,7 @@ impl Tx for Pg<'_> {
 
     async fn messages(&self, segment: i64, lo: u64, hi: u64) -> Result<Vec<Message>> {
         let sql = format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE segment = $1 AND seq >= $2 AND seq < $3 ORDER BY seq"
+            "SELECT {MESSAGE_COLUMNS} FROM convo.messages WHERE segment = $1 AND seq >= $2 AND seq < $3 ORDER BY seq"
         );
         let (lo, hi) = range(lo, hi);
         let mut out = Vec::new();
@@ -160,7 +206,7 @@ impl Tx for Pg<'_> {
 
     async fn newest(&self, segment: i64, lo: u64, hi: u64, limit: u64) -> Result<Vec<Message>> {
         let sql = format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE segment = $1 AND seq >= $2 AND seq < $3 \
+            "SELECT {MESSAGE_COLUMNS} FROM convo.messages WHERE segment = $1 AND seq >= $2 AND seq < $3 \
              ORDER BY seq DESC LIMIT $4"
         );
         let (lo, hi) = range(lo, hi);
@@ -169,21 +215,21 @@ impl Tx for Pg<'_> {
 
     async fn roles(&self, segment: i64, lo: u64, hi: u64, limit: u64, newest_first: bool) -> Result<Vec<Role>> {
         let sql = if newest_first {
-            "SELECT role FROM messages WHERE segment = $1 AND seq >= $2 AND seq < $3 ORDER BY seq DESC LIMIT $4"
+            "SELECT role FROM convo.messages WHERE segment = $1 AND seq >= $2 AND seq < $3 ORDER BY seq DESC LIMIT $4"
         } else {
-            "SELECT role FROM messages WHERE segment = $1 AND seq >= $2 AND seq < $3 ORDER BY seq LIMIT $4"
+            "SELECT role FROM convo.messages WHERE segment = $1 AND seq >= $2 AND seq < $3 ORDER BY seq LIMIT $4"
         };
         let (lo, hi) = range(lo, hi);
         query(self.db, sql, &[&segment, &lo, &hi, &(limit as i64)]).await?.iter().map(rows::role).collect()
     }
 
     async fn places_of(&self, id: &str) -> Result<Vec<(i64, u64)>> {
-        let found = query(self.db, "SELECT segment, seq FROM messages WHERE id = $1", &[&id]).await?;
+        let found = query(self.db, "SELECT segment, seq FROM convo.messages WHERE id = $1", &[&id]).await?;
         Ok(found.iter().map(|r| (r.get(0), r.get::<_, i64>(1) as u64)).collect())
     }
 
     async fn id_at(&self, segment: i64, seq: u64) -> Result<Option<String>> {
-        let sql = "SELECT id FROM messages WHERE segment = $1 AND seq = $2";
+        let sql = "SELECT id FROM convo.messages WHERE segment = $1 AND seq = $2";
         Ok(query_opt(self.db, sql, &[&segment, &(seq as i64)]).await?.map(|r| r.get(0)))
     }
 
@@ -197,7 +243,7 @@ impl Tx for Pg<'_> {
 
     async fn draft(&self, stream_id: &str, lock: bool) -> Result<Option<Draft>> {
         if lock
-            && query_opt(self.db, "SELECT 1 FROM drafts WHERE stream_id = $1 FOR UPDATE", &[&stream_id])
+            && query_opt(self.db, "SELECT 1 FROM convo.drafts WHERE stream_id = $1 FOR UPDATE", &[&stream_id])
                 .await?
                 .is_none()
         {
@@ -224,5 +270,15 @@ impl Tx for Pg<'_> {
 
     async fn search(&self, searching: Searching<'_>) -> Result<Vec<Found>> {
         search::search(self.db, searching).await
+    }
+
+    fn carried(&self) -> Option<Appending> {
+        self.carry.and_then(|c| lock(&c.offered).take())
+    }
+
+    fn carry(&self, appending: Appending) {
+        if let Some(c) = self.carry {
+            *lock(&c.left) = Some(appending);
+        }
     }
 }

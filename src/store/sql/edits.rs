@@ -54,10 +54,9 @@ async fn insert_all<T: Tx + ?Sized>(
     messages: &[Message],
     revision: u64,
 ) -> Result<()> {
-    for (i, m) in messages.iter().enumerate() {
-        tx.insert(segment, from + i as u64, m, revision).await?;
-    }
-    Ok(())
+    // Issued together: a server store sends them in one round trip (pipelined).
+    let inserts = messages.iter().enumerate().map(|(i, m)| tx.insert(segment, from + i as u64, m, revision));
+    futures_util::future::try_join_all(inserts).await.map(drop)
 }
 
 pub async fn create<T: Tx + ?Sized>(tx: &T, session_id: Option<String>, fields: Fields) -> Result<SessionInfo> {
@@ -144,12 +143,18 @@ pub async fn append<T: Tx + ?Sized>(
         return Ok(Appended::new(message_ids, index, row.info.revision));
     }
     let mut row = touched(row);
-    insert_all(tx, row.segment, row.len, &planned, row.info.revision).await?;
+    let from = row.len;
     row.len += planned.len() as u64;
     row.info.message_count = row.count();
     planned.iter().filter_map(|m| m.usage.as_ref()).for_each(|u| row.info.usage.add(u));
-    tx.put_appended(&row).await?;
-    tx.record(id, row.info.revision, ChangeKind::Appended, row.count()).await?;
+    // The rows, the session and the change log written at once: one round trip on a
+    // server store (the statements depend on none of each other's results).
+    futures_util::future::try_join3(
+        insert_all(tx, row.segment, from, &planned, row.info.revision),
+        tx.put_appended(&row),
+        tx.record(id, row.info.revision, ChangeKind::Appended, row.count()),
+    )
+    .await?;
     let appended = Appended::new(message_ids, row.count() - 1, row.info.revision);
     // The head segment now serves up to the new length; when it served nothing before
     // (a fork cut at its parent's end), the next append reads the chain again.

@@ -52,6 +52,27 @@ pub enum Done {
 }
 
 impl Edit {
+    /// The session the edit is addressed to, when it names one: a writer that applies
+    /// one session's edits in order keys its queues by it.
+    pub fn session_key(&self) -> Option<&str> {
+        match self {
+            Edit::Create { session_id, .. } => session_id.as_deref(),
+            Edit::Import { import, .. } => import.session_id.as_deref(),
+            Edit::Update { session_id, .. }
+            | Edit::Delete { session_id, .. }
+            | Edit::Fork { session_id, .. }
+            | Edit::Append { session_id, .. }
+            | Edit::TrimTurns { session_id, .. }
+            | Edit::Rewind { session_id, .. }
+            | Edit::Compact { session_id, .. }
+            | Edit::Clear { session_id, .. }
+            | Edit::Pop { session_id, .. }
+            | Edit::AppendFinishing { session_id, .. } => Some(session_id),
+            Edit::SaveDraft(draft) => Some(&draft.session_id),
+            Edit::DeleteMany(_) | Edit::DropDraft(_) | Edit::SettleDraft { .. } => None,
+        }
+    }
+
     pub async fn apply<T: Tx + ?Sized>(self, tx: &T) -> Result<Done> {
         Ok(match self {
             Edit::Create { session_id, fields } => Done::Session(edits::create(tx, session_id, fields).await?),

@@ -33,7 +33,7 @@ pub trait Engine: Send + Sync + 'static {
         self.flush()
     }
     /// Watches every change committed from now on, by any process.
-    fn watch(&self) -> Arc<Watcher>;
+    fn watch(&self) -> impl Future<Output = Arc<Watcher>> + Send;
 }
 
 /// A store kept by a SQL backend.
@@ -231,9 +231,10 @@ impl<E: Engine> ImageStore for SqlStore<E> {
     }
 }
 
+#[async_trait]
 impl<E: Engine> ChangeFeed for SqlStore<E> {
-    fn watch(&self) -> Arc<Watcher> {
-        self.engine.watch()
+    async fn watch(&self) -> Arc<Watcher> {
+        self.engine.watch().await
     }
 }
 

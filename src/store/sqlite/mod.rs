@@ -129,7 +129,7 @@ impl Engine for Sqlite {
         Ok(())
     }
 
-    fn watch(&self) -> Arc<Watcher> {
+    async fn watch(&self) -> Arc<Watcher> {
         // Watching before the poller starts: it publishes from its first row on.
         let watcher = self.feed.watch();
         self.poller.call_once(|| {
