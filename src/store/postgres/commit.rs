@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::store::postgres::changes;
 use crate::store::postgres::errors::pg;
 use crate::store::postgres::pool::Connections;
-use crate::store::postgres::rows::Db;
+use crate::store::postgres::rows::{Db, Statements};
 use crate::store::postgres::tx::{Carry, Pg};
 use crate::store::sql::jobs::{Done, Edit};
 
@@ -137,6 +137,7 @@ async fn commit_group(connections: &Connections, schema: &str, opening: &str, gr
     // commits with the last release.
     let mut step = String::new();
     let carry = Carry::default();
+    let statements = Statements::default();
     let total = group.len();
     let mut done = Vec::with_capacity(total);
     let mut broken: Option<Error> = None;
@@ -151,8 +152,11 @@ async fn commit_group(connections: &Connections, schema: &str, opening: &str, gr
             // The step that closes the last job's savepoint and opens this one's goes out
             // with the job's first statements (pipelined on the connection, in order).
             let stepped = async { if step.is_empty() { Ok(()) } else { db.batch_execute(&step).await.map_err(pg) } };
-            let (stepped, outcome) =
-                futures_util::future::join(stepped, job.edit.clone().apply(&Pg::in_group(&db, schema, &carry))).await;
+            let (stepped, outcome) = futures_util::future::join(
+                stepped,
+                job.edit.clone().apply(&Pg::in_group(&db, schema, &carry, &statements)),
+            )
+            .await;
             if let Err(e) = stepped {
                 carry.settle(false);
                 broken = Some(e.clone());
@@ -174,6 +178,8 @@ async fn commit_group(connections: &Connections, schema: &str, opening: &str, gr
         };
         done.push((job.reply, outcome));
     }
+    // Before the transaction ends: no prepared statement may outlive it.
+    statements.close();
     let committed = match broken {
         Some(e) => Err(e),
         None => db.batch_execute(&step).await.map_err(pg),

@@ -22,13 +22,39 @@ pub const SESSION_COLUMNS: &str = "session_id, system, cwd, title, metadata, rev
 /// One connection, and the schema its statements name. Statements name their tables
 /// `convo.…` (the default schema), rewritten to the schema in use, so that nothing
 /// relies on `search_path`; and they go out unnamed with their parameters' types
-/// (`query_typed`: parse, bind and run in one round trip), so that no prepared statement
+/// (`query_typed`: parse, bind and run in one round trip) or, in a write transaction,
+/// prepared for that transaction only (`Statements`), so that no prepared statement
 /// outlives its transaction. Both are what a pooler in transaction mode needs: the next
 /// transaction may run on another server connection.
 #[derive(Clone, Copy)]
 pub struct Db<'c> {
     pub client: &'c ClientWrapper,
     schema: &'c str,
+    statements: Option<&'c Statements>,
+}
+
+/// The statements of one write transaction that ran more than once in it, prepared
+/// (named) at their second run and reused, so that a group of appends parses and plans
+/// each statement once. `close` closes them all, and the transaction's end must come
+/// after it: none may outlive its transaction (a pooler hands the server connection to
+/// another client then).
+#[derive(Default)]
+pub struct Statements {
+    seen: std::sync::Mutex<std::collections::HashSet<String>>,
+    prepared: std::sync::Mutex<std::collections::HashMap<String, tokio_postgres::Statement>>,
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Statements {
+    /// Closes every statement prepared (the Close messages go out before anything sent
+    /// after this call).
+    pub fn close(&self) {
+        lock(&self.prepared).clear();
+        lock(&self.seen).clear();
+    }
 }
 
 /// A statement's parameter, with the type PostgreSQL is told it has.
@@ -72,7 +98,28 @@ impl<T: Typed + ToSql + Sync> Param for T {
 
 impl<'c> Db<'c> {
     pub fn new(client: &'c ClientWrapper, schema: &'c str) -> Self {
-        Db { client, schema }
+        Db { client, schema, statements: None }
+    }
+
+    /// In a write transaction that keeps the statements it runs twice (`Statements`).
+    pub fn keeping(client: &'c ClientWrapper, schema: &'c str, statements: &'c Statements) -> Self {
+        Db { client, schema, statements: Some(statements) }
+    }
+
+    /// The prepared statement for `sql` when this transaction ran it before (prepared
+    /// now if this is its second run); `None`: send it unnamed.
+    async fn prepared(&self, sql: &str, params: &[&dyn Param]) -> Option<tokio_postgres::Statement> {
+        let statements = self.statements?;
+        if let Some(statement) = lock(&statements.prepared).get(sql) {
+            return Some(statement.clone());
+        }
+        if lock(&statements.seen).insert(sql.to_owned()) {
+            return None;
+        }
+        let types: Vec<Type> = params.iter().map(|p| p.pg_type()).collect();
+        let statement = self.client.prepare_typed(sql, &types).await.ok()?;
+        lock(&statements.prepared).insert(sql.to_owned(), statement.clone());
+        Some(statement)
     }
 
     pub fn schema(&self) -> &'c str {
@@ -87,6 +134,10 @@ impl<'c> Db<'c> {
     fn typed<'p>(params: &'p [&'p dyn Param]) -> Vec<(&'p (dyn ToSql + Sync), Type)> {
         params.iter().map(|p| (p.as_sql(), p.pg_type())).collect()
     }
+
+    fn untyped<'p>(params: &'p [&'p dyn Param]) -> Vec<&'p (dyn ToSql + Sync)> {
+        params.iter().map(|p| p.as_sql()).collect()
+    }
 }
 
 /// `sql` with the tables it names as `convo.…` in `schema`.
@@ -95,15 +146,27 @@ pub fn qualified<'s>(sql: &'s str, schema: &str) -> Cow<'s, str> {
 }
 
 pub async fn query(db: Db<'_>, sql: &str, params: &[&dyn Param]) -> Result<Vec<Row>> {
-    db.client.query_typed(&db.sql(sql), &Db::typed(params)).await.map_err(pg)
+    let sql = db.sql(sql);
+    match db.prepared(&sql, params).await {
+        Some(statement) => db.client.query(&statement, &Db::untyped(params)).await.map_err(pg),
+        None => db.client.query_typed(&sql, &Db::typed(params)).await.map_err(pg),
+    }
 }
 
 pub async fn query_opt(db: Db<'_>, sql: &str, params: &[&dyn Param]) -> Result<Option<Row>> {
-    db.client.query_typed_opt(&db.sql(sql), &Db::typed(params)).await.map_err(pg)
+    let sql = db.sql(sql);
+    match db.prepared(&sql, params).await {
+        Some(statement) => db.client.query_opt(&statement, &Db::untyped(params)).await.map_err(pg),
+        None => db.client.query_typed_opt(&sql, &Db::typed(params)).await.map_err(pg),
+    }
 }
 
 pub async fn execute(db: Db<'_>, sql: &str, params: &[&dyn Param]) -> Result<u64> {
-    db.client.execute_typed(&db.sql(sql), &Db::typed(params)).await.map_err(pg)
+    let sql = db.sql(sql);
+    match db.prepared(&sql, params).await {
+        Some(statement) => db.client.execute(&statement, &Db::untyped(params)).await.map_err(pg),
+        None => db.client.execute_typed(&sql, &Db::typed(params)).await.map_err(pg),
+    }
 }
 
 fn corrupt(what: impl std::fmt::Display) -> Error {

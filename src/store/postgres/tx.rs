@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::session::{Draft, Message, Role, SessionInfo};
 use crate::store::Found;
 use crate::store::feed::ChangeKind;
-use crate::store::postgres::rows::{self, Db, MESSAGE_COLUMNS, SESSION_COLUMNS, execute, query, query_opt};
+use crate::store::postgres::rows::{self, Db, MESSAGE_COLUMNS, SESSION_COLUMNS, Statements, execute, query, query_opt};
 use crate::store::postgres::{changes, search};
 use crate::store::sql::tx::Appending;
 use crate::store::sql::{Listing, Searching, SessionRow, Tx};
@@ -59,8 +59,8 @@ impl<'c> Pg<'c> {
     }
 
     /// In a writer's group, with what jobs carry from one to the next.
-    pub fn in_group(client: &'c ClientWrapper, schema: &'c str, carry: &'c Carry) -> Self {
-        Pg { db: Db::new(client, schema), carry: Some(carry) }
+    pub fn in_group(client: &'c ClientWrapper, schema: &'c str, carry: &'c Carry, statements: &'c Statements) -> Self {
+        Pg { db: Db::keeping(client, schema, statements), carry: Some(carry) }
     }
 
     pub fn db(&self) -> Db<'c> {
