@@ -151,6 +151,18 @@ def main(path):
         others = [o for o in others if o]
         if others:
             check("fork of 100,000 below both baselines", all(f100k < o for o in others), f"{f100k:.3f} ms vs {', '.join(f'{o:.3f}' for o in others)} ms")
+    one_pg = med("convo postgres", "pipelined_one_session_add_user_per_s")
+    if one_pg and one_sqlite:
+        check("PostgreSQL: one-session pipelined add_user ≥ 0.25× SQLite normal's (issue 27)", one_pg >= 0.25 * one_sqlite, f"{one_pg / one_sqlite:.2f}×")
+    for n in [4, 16, 40]:
+        fleet = med(f"convo postgres fleet of {n}, pgbouncer", f"fleet_{n}_add_user_per_s")
+        engine = med("pgbench inserts, direct", f"fleet_{n}_add_user_per_s")
+        if fleet and engine:
+            text = f"fleet of {n} through PgBouncer against pgbench's single-row inserts, {n} clients"
+            if n == 16:
+                check(text + " ≥ 0.2× (issue 27)", fleet >= 0.2 * engine, f"{fleet / engine:.2f}×")
+            else:
+                out.append(f"- shown: {text} — {fleet / engine:.2f}×")
     rss = med(convo, "rss_per_payload_10k_x_1kb")
     if rss is not None:
         check("memory store RSS at most 2× the payload it holds (10,000 × 1 KB)", rss <= 2, f"{rss:.2f}×")

@@ -59,6 +59,18 @@ impl Run {
             running = queued => running,
             () = cancel.cancelled() => return Err(Stop::Cancelled),
         };
+        // An append whose write is queued gives its running place back: it waits for the
+        // store's commit, holding only its small reply to come (and its request's bytes,
+        // in the input budget), so that appends pipelined on a session fill a commit
+        // however many places there are.
+        let running = Arc::new(Mutex::new(running));
+        let on_queued = on_queued.map(|hook| {
+            let running = running.clone();
+            Box::new(move || {
+                hook();
+                drop(lock(&running).take());
+            }) as Box<dyn FnOnce() + Send>
+        });
         // The method may let its session go before it ends (`Call::release`).
         let turn = Arc::new(Mutex::new(Some(turn)));
         let release = {

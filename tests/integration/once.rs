@@ -154,7 +154,49 @@ fn an_id_counts_while_its_message_is_in_the_history(s: &mut Server) {
     assert_eq!(fresh, json!({"message_id": B, "index": 0, "revision": 5}));
 }
 
+/// Retries pipelined among the appends they retry (PostgreSQL applies appends queued
+/// back to back on a session as one run, planned together): each is answered from what
+/// was stored, in its place in the order, and an id given to another message is 1010.
+fn retries_pipelined_among_appends(s: &mut Server) {
+    s.call("session/create", json!({"session_id": "q"}));
+    s.call("session/add_user", json!({"session_id": "q", "text": "stored", "message_id": A}));
+    let user = |s: &mut Server, text: &str, id: Option<&str>| {
+        let mut params = json!({"session_id": "q", "text": text});
+        if let Some(id) = id {
+            params["message_id"] = json!(id);
+        }
+        s.send_request("session/add_user", params)
+    };
+    let sent = [
+        user(s, "b", Some(B)),
+        user(s, "stored", Some(A)), // a retry of what an earlier transaction stored
+        user(s, "c", Some(C)),
+        user(s, "b", Some(B)), // a retry of an append queued with it
+        user(s, "B", Some(B)), // another message under a stored id
+        user(s, "plain", None),
+        user(s, "c", Some(C)),
+        user(s, "d", Some(D)),
+    ];
+    let replies: Vec<Value> = sent.iter().map(|id| s.recv_reply(*id)).collect();
+    let result = |i: usize| replies[i]["result"].clone();
+    assert_eq!(result(0), json!({"message_id": B, "index": 1, "revision": 2}));
+    assert_eq!(result(1), json!({"message_id": A, "index": 0, "revision": 1, "duplicate": true}));
+    assert_eq!(result(2), json!({"message_id": C, "index": 2, "revision": 3}));
+    assert_eq!(result(3), with(result(0), "duplicate", json!(true)));
+    assert_eq!(replies[4]["error"]["code"], 1010, "{}", replies[4]);
+    assert_eq!(replies[4]["error"]["data"], json!({"kind": "message_exists", "message_id": B}));
+    assert_eq!((&result(5)["index"], &result(5)["revision"]), (&json!(3), &json!(4)));
+    assert_eq!(result(6), with(result(2), "duplicate", json!(true)));
+    assert_eq!(result(7), json!({"message_id": D, "index": 4, "revision": 5}));
+    let history = s.call("session/history", json!({"session_id": "q"}));
+    let texts: Vec<&str> =
+        history["messages"].as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();
+    assert_eq!(texts, ["stored", "b", "c", "plain", "d"]);
+    assert_eq!(history["revision"], 5);
+}
+
 crate::every_store!(
+    retries_pipelined_among_appends,
     a_retry_is_answered_as_the_first_time,
     add_message_and_add_messages_take_ids,
     a_retried_response_gives_the_calls_it_gave,

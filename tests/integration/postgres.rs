@@ -394,3 +394,65 @@ fn two_processes_creating_one_id_cannot_both_succeed() {
         assert_eq!(title, json!(won[0]), "dup-{i} holds the winner's session");
     }
 }
+
+/// A writer keeps what its appends left of a session (its chain and tail) for its next
+/// transaction, and uses it only while the session's row is as it left it: here another
+/// process answers the tool call, appends, and trims between this one's appends, and
+/// each append of this one starts from what the other did.
+#[test]
+fn a_writer_sees_what_another_process_did_between_its_appends() {
+    let Some(url) = postgres_url() else { return };
+    let place = Place::Postgres { url, schema: fresh_schema() };
+    let (mut one, mut two) = (Server::at(&place, Framing::Ndjson, &[]), Server::at(&place, Framing::Ndjson, &[]));
+    one.call("session/create", json!({"session_id": "t"}));
+    let calls = |id: &str| json!([{"id": id, "type": "function", "function": {"name": "f", "arguments": "{}"}}]);
+    let pipelined = |s: &mut Server, requests: Vec<(&str, serde_json::Value)>| -> Vec<serde_json::Value> {
+        let ids: Vec<u64> = requests.into_iter().map(|(method, params)| s.send_request(method, params)).collect();
+        ids.into_iter().map(|id| s.recv_reply(id)).collect()
+    };
+    let index = |reply: &serde_json::Value| reply["result"]["index"].as_u64().unwrap_or_else(|| panic!("{reply}"));
+
+    let first = pipelined(
+        &mut one,
+        vec![
+            ("session/add_user", json!({"session_id": "t", "text": "u1"})),
+            ("session/add_assistant", json!({"session_id": "t", "tool_calls": calls("c1")})),
+        ],
+    );
+    assert_eq!(first.iter().map(index).collect::<Vec<_>>(), [0, 1]);
+    // The other process answers the call: this one must not take it as waiting.
+    let answered =
+        two.call("session/add_tool_result", json!({"session_id": "t", "tool_call_id": "c1", "content": "1"}));
+    assert_eq!(answered["index"], 2);
+    let second = pipelined(
+        &mut one,
+        vec![
+            ("session/add_tool_result", json!({"session_id": "t", "tool_call_id": "c1", "content": "again"})),
+            ("session/add_user", json!({"session_id": "t", "text": "u2"})),
+            ("session/add_assistant", json!({"session_id": "t", "tool_calls": calls("c2")})),
+        ],
+    );
+    assert_eq!(second[0]["error"]["code"], 1004, "{}", second[0]);
+    assert_eq!(second[1..].iter().map(index).collect::<Vec<_>>(), [3, 4]);
+    // The other trims, then appends: positions and the tail both moved.
+    two.call("session/add_tool_result", json!({"session_id": "t", "tool_call_id": "c2", "content": "2"}));
+    two.call("session/trim", json!({"session_id": "t", "max_turns": 1}));
+    two.call("session/add_user", json!({"session_id": "t", "text": "u3"}));
+    let third = pipelined(
+        &mut one,
+        vec![
+            ("session/add_assistant", json!({"session_id": "t", "text": "a3"})),
+            ("session/add_user", json!({"session_id": "t", "text": "u4"})),
+        ],
+    );
+    let history = one.call("session/history", json!({"session_id": "t", "repair": false}));
+    let roles: Vec<String> = history["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| format!("{}:{}", m["role"].as_str().unwrap(), m["content"].as_str().unwrap_or("-")))
+        .collect();
+    assert_eq!(roles, ["user:u2", "assistant:-", "tool:2", "user:u3", "assistant:a3", "user:u4"]);
+    assert_eq!(third.iter().map(index).collect::<Vec<_>>(), [4, 5]);
+    assert_eq!(two.call("session/get", json!({"session_id": "t"}))["revision"], history["revision"]);
+}

@@ -4,7 +4,9 @@
 //! writer commits what it took (up to `MAX_GROUP` jobs that queued meanwhile) in one
 //! transaction, each job in its own savepoint so that a refused job leaves nothing
 //! behind; appends pipelined on one session thus share a transaction (the writer calls
-//! `store::queued::signal`, as SQLite's does). A job's reply is sent only after its
+//! `store::queued::signal`, as SQLite's does), and those queued back to back go as one
+//! run in one savepoint, every row of them in one round trip (`edits::append_run`; a run
+//! that fails is rolled back and its jobs applied one by one). A job's reply is sent only after its
 //! transaction committed; if the commit fails, every job in it fails with 1006.
 //!
 //! Jobs take row locks (`SELECT … FOR UPDATE` on the sessions they change) rather than
@@ -14,6 +16,7 @@
 //! then fails one statement, and that job alone is rolled back to its savepoint and run
 //! again, so the others in its group are not lost.
 
+use std::collections::VecDeque;
 use std::hash::{BuildHasher as _, RandomState};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,14 +25,16 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Error, Result};
 use crate::store::postgres::changes;
-use crate::store::postgres::errors::pg;
+use crate::store::postgres::errors::pg as pg_error;
 use crate::store::postgres::pool::Connections;
 use crate::store::postgres::rows::{Db, Statements};
 use crate::store::postgres::tx::{Carry, Pg};
-use crate::store::sql::jobs::{Done, Edit};
+use crate::store::sql::jobs::{Done, Edit, apply_run};
 
 /// The most jobs one transaction takes.
 const MAX_GROUP: usize = 256;
+/// How many turns of the runtime in a row a writer waits for no new job (see `run`).
+const GATHER_TURNS: u32 = 4;
 /// How often a writer removes old rows of the change table.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 /// How often a job that lost a deadlock is run again.
@@ -95,7 +100,18 @@ async fn run(
     mut rx: mpsc::UnboundedReceiver<Queued>,
 ) {
     let mut pruned = Instant::now();
+    let mut last = 0;
+    let carry = Carry::default();
     while let Some(first) = rx.recv().await {
+        // The replies to a group free the places of the requests behind it, which then
+        // queue their writes within a few turns of the runtime: after a group of several,
+        // those turns are waited for, rather than the first of them committed alone.
+        let mut idle = 0;
+        while rx.len() + 1 < last && idle < GATHER_TURNS {
+            let before = rx.len();
+            tokio::task::yield_now().await;
+            idle = if rx.len() > before { 0 } else { idle + 1 };
+        }
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
             match rx.try_recv() {
@@ -103,7 +119,8 @@ async fn run(
                 Err(_) => break,
             }
         }
-        commit_group(&connections, &schema, &opening, group).await;
+        last = group.len();
+        commit_group(&connections, &schema, &opening, &carry, group).await;
         // The change table keeps ten minutes of changes; whoever writes removes older ones.
         if pruned.elapsed() >= PRUNE_EVERY {
             pruned = Instant::now();
@@ -122,7 +139,7 @@ pub fn lost_a_race(e: &Error) -> bool {
     matches!(e, Error::StorageUnavailable(m) if m.ends_with("(40P01)") || m.ends_with("(40001)"))
 }
 
-async fn commit_group(connections: &Connections, schema: &str, opening: &str, group: Vec<Queued>) {
+async fn commit_group(connections: &Connections, schema: &str, opening: &str, carry: &Carry, group: Vec<Queued>) {
     let db = match connections.begin(opening).await {
         Ok(db) => db,
         Err(e) => {
@@ -136,27 +153,65 @@ async fn commit_group(connections: &Connections, schema: &str, opening: &str, gr
     // (`RELEASE job; SAVEPOINT job`); the transaction opened with the first savepoint and
     // commits with the last release.
     let mut step = String::new();
-    let carry = Carry::default();
     let statements = Statements::default();
-    let total = group.len();
-    let mut done = Vec::with_capacity(total);
+    let pg = Pg::in_group(&db, schema, carry, &statements);
+    let mut done = Vec::with_capacity(group.len());
+    let mut pending: VecDeque<Queued> = group.into();
+    // How many jobs at the front of `pending` are to be applied one by one.
+    let mut alone = 0;
     let mut broken: Option<Error> = None;
-    for (i, job) in group.into_iter().enumerate() {
+    while let Some(job) = pending.pop_front() {
         if let Some(e) = &broken {
             done.push((job.reply, Err(e.clone())));
             continue;
         }
+        // The appends to one session in the group go as one run, in one round trip.
+        let run = match job.edit.appends_to() {
+            Some(session) if alone == 0 => take_run(&mut pending, session),
+            _ => Vec::new(),
+        };
+        if !run.is_empty() {
+            let mut run: Vec<Queued> = std::iter::once(job).chain(run).collect();
+            carry.offer();
+            let (stepped, outcome) = futures_util::future::join(
+                take_step(&db, &step),
+                apply_run(&pg, run.iter().map(|q| q.edit.clone()).collect()),
+            )
+            .await;
+            if let Err(e) = stepped {
+                carry.settle(false);
+                broken = Some(e);
+                run.into_iter().rev().for_each(|q| pending.push_front(q));
+                continue;
+            }
+            carry.settle(outcome.is_ok());
+            // What the run did not take goes back, its first job to be applied alone; a
+            // run that failed is rolled back and each of its jobs applied alone.
+            let (close, left) = match outcome {
+                Ok(answers) => {
+                    let taken = answers.len();
+                    let rest = run.split_off(taken);
+                    done.extend(run.into_iter().map(|q| q.reply).zip(answers));
+                    alone = usize::from(!rest.is_empty());
+                    ("RELEASE job", rest)
+                }
+                Err(_) => {
+                    alone = run.len();
+                    ("ROLLBACK TO job; RELEASE job", run)
+                }
+            };
+            left.into_iter().rev().for_each(|q| pending.push_front(q));
+            step = next_step(close, pending.is_empty());
+            continue;
+        }
+        alone = alone.saturating_sub(1);
         let mut attempt = 0;
         let outcome = loop {
             carry.offer();
             // The step that closes the last job's savepoint and opens this one's goes out
             // with the job's first statements (pipelined on the connection, in order).
-            let stepped = async { if step.is_empty() { Ok(()) } else { db.batch_execute(&step).await.map_err(pg) } };
-            let (stepped, outcome) = futures_util::future::join(
-                stepped,
-                job.edit.clone().apply(&Pg::in_group(&db, schema, &carry, &statements)),
-            )
-            .await;
+            let (stepped, outcome) =
+                futures_util::future::join(take_step(&db, &step), job.edit.clone().apply(&pg)).await;
             if let Err(e) = stepped {
                 carry.settle(false);
                 broken = Some(e.clone());
@@ -168,10 +223,10 @@ async fn commit_group(connections: &Connections, schema: &str, opening: &str, gr
                 Err(e) if lost_a_race(&e) && attempt < RETRIES => {
                     attempt += 1;
                     tokio::time::sleep(Duration::from_millis(1 << attempt.min(6))).await;
-                    step = format!("{close}; SAVEPOINT job");
+                    step = next_step(close, false);
                 }
                 outcome => {
-                    step = if i + 1 == total { format!("{close}; COMMIT") } else { format!("{close}; SAVEPOINT job") };
+                    step = next_step(close, pending.is_empty());
                     break outcome;
                 }
             }
@@ -182,8 +237,9 @@ async fn commit_group(connections: &Connections, schema: &str, opening: &str, gr
     statements.close();
     let committed = match broken {
         Some(e) => Err(e),
-        None => db.batch_execute(&step).await.map_err(pg),
+        None => db.batch_execute(&step).await.map_err(pg_error),
     };
+    carry.end(committed.is_ok());
     if let Err(e) = &committed {
         tracing::error!(error = %e, "a write transaction failed; its requests did not take effect");
         let _ = db.batch_execute("ROLLBACK").await;
@@ -195,4 +251,33 @@ async fn commit_group(connections: &Connections, schema: &str, opening: &str, gr
         };
         let _ = reply.send(outcome);
     }
+}
+
+/// The appends to `session` queued after one to it, taken out of `pending`: jobs of
+/// other sessions may be passed (the connection let them all start, so none waits for
+/// another), up to a job with no session or another edit of this one.
+fn take_run(pending: &mut VecDeque<Queued>, session: &str) -> Vec<Queued> {
+    let mut taken = Vec::new();
+    for (i, q) in pending.iter().enumerate() {
+        match (q.edit.appends_to(), q.edit.session_key()) {
+            (Some(s), _) if s == session => taken.push(i),
+            (_, Some(s)) if s != session => {}
+            _ => break,
+        }
+    }
+    // Removed from the back, so that each index still points at its job.
+    let mut run: Vec<Queued> = taken.into_iter().rev().filter_map(|i| pending.remove(i)).collect();
+    run.reverse();
+    run
+}
+
+/// Closes the last job's savepoint (`close`) and opens the next job's, or commits after
+/// the last job.
+fn next_step(close: &str, last: bool) -> String {
+    if last { format!("{close}; COMMIT") } else { format!("{close}; SAVEPOINT job") }
+}
+
+/// Sends the step before a job (none before the first: the opening made its savepoint).
+async fn take_step(db: &deadpool_postgres::ClientWrapper, step: &str) -> Result<()> {
+    if step.is_empty() { Ok(()) } else { db.batch_execute(step).await.map_err(pg_error) }
 }

@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::session::image::describe;
 use crate::session::{Draft, Message, Role, SessionInfo, role_name};
 use crate::store::postgres::errors::pg;
+use crate::store::sql::tx::NewRow;
 use crate::store::sql::{SessionRow, parse_role};
 
 pub const SESSION_COLUMNS: &str = "session_id, system, cwd, title, metadata, revision, created_at, updated_at, \
@@ -79,6 +80,15 @@ impl Typed for i64 {
 }
 impl Typed for Vec<i64> {
     const TYPE: Type = Type::INT8_ARRAY;
+}
+impl Typed for Vec<String> {
+    const TYPE: Type = Type::TEXT_ARRAY;
+}
+impl Typed for Vec<Option<String>> {
+    const TYPE: Type = Type::TEXT_ARRAY;
+}
+impl Typed for Vec<&str> {
+    const TYPE: Type = Type::TEXT_ARRAY;
 }
 impl<T: Typed> Typed for Option<T> {
     const TYPE: Type = T::TYPE;
@@ -336,6 +346,51 @@ pub async fn insert_message(db: Db<'_>, segment: i64, seq: u64, m: &Message, rev
             &m.created_at,
             &crate::session::search::tsvector(m),
             &(revision as i64),
+        ],
+    )
+    .await
+    .map(drop)
+}
+
+/// Inserts rows of one segment in one statement, a column of values each (`unnest`);
+/// a row with images, whose blobs are stored first, one at a time (`insert_message`).
+pub async fn insert_messages(db: Db<'_>, segment: i64, rows: &[NewRow<'_>]) -> Result<()> {
+    if rows.len() < 2 || rows.iter().any(|r| r.message.images.is_some()) {
+        for r in rows {
+            insert_message(db, segment, r.seq, r.message, r.revision).await?;
+        }
+        return Ok(());
+    }
+    let column = |f: &dyn Fn(&Message) -> Option<String>| rows.iter().map(|r| f(r.message)).collect::<Vec<_>>();
+    let (seqs, revisions): (Vec<i64>, Vec<i64>) = rows.iter().map(|r| (r.seq as i64, r.revision as i64)).unzip();
+    let roles: Vec<&str> = rows.iter().map(|r| role_name(r.message.role)).collect();
+    let sql = format!(
+        "INSERT INTO convo.messages (segment, seq, {MESSAGE_COLUMNS}, words, revision) \
+         SELECT $1, r.seq, r.id, r.role, r.content, r.name, r.tool_call_id, r.tool_calls, NULL, r.metadata, \
+                r.native, r.usage, r.created_at, r.words::tsvector, r.revision \
+         FROM unnest($2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], \
+                     $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::int8[]) \
+              AS r(seq, id, role, content, name, tool_call_id, tool_calls, metadata, native, usage, created_at, \
+                   words, revision)"
+    );
+    execute(
+        db,
+        &sql,
+        &[
+            &segment,
+            &seqs,
+            &column(&|m| m.id.clone()),
+            &roles,
+            &column(&|m| Some(to_json(&m.content))),
+            &column(&|m| m.name.clone()),
+            &column(&|m| m.tool_call_id.clone()),
+            &column(&|m| opt_json(&m.tool_calls)),
+            &column(&|m| opt_json(&m.metadata)),
+            &column(&|m| opt_json(&m.native)),
+            &column(&|m| opt_json(&m.usage)),
+            &column(&|m| Some(m.created_at.clone())),
+            &column(&|m| Some(crate::session::search::tsvector(m))),
+            &revisions,
         ],
     )
     .await

@@ -2,6 +2,7 @@
 //! connection (each sent as `rows::Db` sends them). The chain is read in one recursive
 //! query, and what lies below a segment too.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use deadpool_postgres::ClientWrapper;
@@ -12,7 +13,7 @@ use crate::store::Found;
 use crate::store::feed::ChangeKind;
 use crate::store::postgres::rows::{self, Db, MESSAGE_COLUMNS, SESSION_COLUMNS, Statements, execute, query, query_opt};
 use crate::store::postgres::{changes, search};
-use crate::store::sql::tx::Appending;
+use crate::store::sql::tx::{Appending, NewRow};
 use crate::store::sql::{Listing, Searching, SessionRow, Tx};
 
 /// One connection, in the transaction the caller opened, and the schema it works in;
@@ -24,13 +25,21 @@ pub struct Pg<'c> {
 
 /// What an append left for an append right after it in the same transaction
 /// (`Tx::carry`), as the SQLite writer keeps it: offered to the next job only, and
-/// dropped when a job does not take effect. One per transaction: nothing is carried
-/// from one into the next.
+/// dropped when a job does not take effect. A writer keeps one for all its transactions:
+/// what appends left in a transaction that committed is kept, each session's last, as a
+/// hint for the next transaction (`Tx::kept`).
 #[derive(Default)]
 pub struct Carry {
     left: Mutex<Option<Appending>>,
     offered: Mutex<Option<Appending>>,
+    /// What the jobs of this transaction that took effect left, by session.
+    settled: Mutex<HashMap<String, Appending>>,
+    /// What jobs of committed transactions left, by session.
+    kept: Mutex<HashMap<String, Appending>>,
 }
+
+/// How many sessions' hints a writer keeps; past it, it starts again.
+const KEEP: usize = 256;
 
 impl Carry {
     /// Before a job: what the job before left is offered to it.
@@ -43,8 +52,25 @@ impl Carry {
     /// left is not true.
     pub fn settle(&self, took_effect: bool) {
         lock(&self.offered).take();
+        let mut left = lock(&self.left);
         if !took_effect {
-            lock(&self.left).take();
+            left.take();
+        } else if let Some(appending) = left.as_ref() {
+            lock(&self.settled).insert(appending.session_id().to_owned(), appending.clone());
+        }
+    }
+
+    /// After a transaction: what its jobs settled is kept when it committed.
+    pub fn end(&self, committed: bool) {
+        lock(&self.left).take();
+        lock(&self.offered).take();
+        let settled = std::mem::take(&mut *lock(&self.settled));
+        if committed {
+            let mut kept = lock(&self.kept);
+            if kept.len() + settled.len() > KEEP {
+                kept.clear();
+            }
+            kept.extend(settled);
         }
     }
 }
@@ -118,6 +144,10 @@ impl Tx for Pg<'_> {
         changes::record(self.db, session_id, revision, kind, message_count).await
     }
 
+    async fn record_each(&self, session_id: &str, kind: ChangeKind, changes: &[(u64, u64)]) -> Result<()> {
+        changes::record_each(self.db, session_id, kind, changes).await
+    }
+
     async fn new_segment(&self, parent: Option<i64>, base: u64, owner: &str) -> Result<i64> {
         let sql = "INSERT INTO convo.segments (parent, base, owner) VALUES ($1, $2, $3) RETURNING id";
         let row = query_opt(self.db, sql, &[&parent, &(base as i64), &owner]).await?;
@@ -181,6 +211,10 @@ impl Tx for Pg<'_> {
 
     async fn insert(&self, segment: i64, seq: u64, message: &Message, revision: u64) -> Result<()> {
         rows::insert_message(self.db, segment, seq, message, revision).await
+    }
+
+    async fn insert_rows(&self, segment: i64, rows: &[NewRow<'_>]) -> Result<()> {
+        rows::insert_messages(self.db, segment, rows).await
     }
 
     async fn origin(&self, segment: i64, seq: u64) -> Result<(Option<String>, u64)> {
@@ -280,5 +314,9 @@ impl Tx for Pg<'_> {
         if let Some(c) = self.carry {
             *lock(&c.left) = Some(appending);
         }
+    }
+
+    fn kept(&self, id: &str) -> Option<Appending> {
+        self.carry.and_then(|c| lock(&c.kept).remove(id))
     }
 }

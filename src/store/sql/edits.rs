@@ -7,6 +7,8 @@
 //! session to a new segment, so that an archive (or a fork) keeps the old one whole; the
 //! segment left behind is then reclaimed as far as nothing else uses it.
 
+use std::collections::HashSet;
+
 use crate::error::{Error, Result};
 use crate::session::native::UsageTotals;
 use crate::session::{
@@ -15,8 +17,8 @@ use crate::session::{
 };
 use crate::store::feed::ChangeKind;
 use crate::store::sql::chain::{self, fork_parent};
-use crate::store::sql::rows::{SessionRow, Span, new_info, touched};
-use crate::store::sql::tx::{Appending, Tx};
+use crate::store::sql::rows::{SessionRow, Span, new_info, touch, touched};
+use crate::store::sql::tx::{Appending, NewRow, Tx};
 use crate::store::{Appended, Compacted, Doomed, Popped, Removed, Rewound};
 
 async fn require<T: Tx + ?Sized>(tx: &T, id: &str) -> Result<SessionRow> {
@@ -54,9 +56,9 @@ async fn insert_all<T: Tx + ?Sized>(
     messages: &[Message],
     revision: u64,
 ) -> Result<()> {
-    // Issued together: a server store sends them in one round trip (pipelined).
-    let inserts = messages.iter().enumerate().map(|(i, m)| tx.insert(segment, from + i as u64, m, revision));
-    futures_util::future::try_join_all(inserts).await.map(drop)
+    let rows: Vec<NewRow> =
+        messages.iter().enumerate().map(|(i, message)| NewRow { seq: from + i as u64, message, revision }).collect();
+    tx.insert_rows(segment, &rows).await
 }
 
 pub async fn create<T: Tx + ?Sized>(tx: &T, session_id: Option<String>, fields: Fields) -> Result<SessionInfo> {
@@ -123,47 +125,159 @@ pub async fn append<T: Tx + ?Sized>(
     expected: Option<u64>,
     once: bool,
 ) -> Result<Appended> {
-    let Appending { row, mut spans, mut tail } = match tx.carried() {
-        Some(carried) if carried.row.info.session_id == id => carried,
-        _ => {
-            let row = require(tx, id).await?;
-            let spans = chain::spans(tx, &row).await?;
-            let tail = chain::tail(tx, &spans).await?;
-            Appending { row, spans, tail }
-        }
-    };
-    if once && let Some(retried) = retried(tx, &row, &spans, &messages).await? {
+    let mut at = appending(tx, id).await?;
+    if once && let Some(retried) = retried(tx, &at.row, &at.spans, &messages).await? {
         return Ok(retried);
     }
-    check_revision(expected, row.info.revision)?;
+    let (appended, rows, follows) = plan(&mut at, messages, expected)?;
+    if let Some(rows) = rows {
+        write(tx, &at.row, &[rows]).await?;
+    }
+    if follows {
+        tx.carry(at);
+    }
+    Ok(appended)
+}
+
+/// One append of a run (`append_run`): what `append` is given.
+#[derive(Debug)]
+pub struct Appendable {
+    pub messages: Vec<Message>,
+    pub expected: Option<u64>,
+    pub once: bool,
+}
+
+/// Appends queued back to back on one session, as `append` one after another would
+/// store them, planned from one read of the session and written at once: a server store
+/// sends every row of the run in one round trip. Each append has its own answer; one
+/// refused (its revision, its messages) writes nothing, and the next goes on from the
+/// session as the ones before it left it. The run stops before an append naming an id
+/// stored already or named earlier in the run (a retry: `append` answers it from what was
+/// stored) and after one past which the session's tail must be read again; the answers
+/// are those of the appends it took, from the first on. An error is a failed statement,
+/// and the caller rolls the whole run back.
+pub async fn append_run<T: Tx + ?Sized>(tx: &T, id: &str, run: Vec<Appendable>) -> Result<Vec<Result<Appended>>> {
+    let mut at = appending(tx, id).await?;
+    let fresh = fresh(tx, &at.spans, &run).await?;
+    let mut answers = Vec::with_capacity(fresh);
+    let mut written = Vec::new();
+    let mut follows = true;
+    for append in run.into_iter().take(fresh) {
+        match plan(&mut at, append.messages, append.expected) {
+            Ok((appended, rows, still)) => {
+                answers.push(Ok(appended));
+                written.extend(rows);
+                follows = still;
+            }
+            Err(e) => answers.push(Err(e)),
+        }
+        if !follows {
+            break;
+        }
+    }
+    if !written.is_empty() {
+        write(tx, &at.row, &written).await?;
+    }
+    if follows {
+        tx.carry(at);
+    }
+    Ok(answers)
+}
+
+/// The session an append starts from: as the append before it in the same transaction
+/// left it (`Tx::carried`), else read and locked, its chain and tail as an append in an
+/// earlier transaction left them (`Tx::kept`) when nothing has changed the session since,
+/// else read too.
+async fn appending<T: Tx + ?Sized>(tx: &T, id: &str) -> Result<Appending> {
+    if let Some(carried) = tx.carried().filter(|c| c.row.info.session_id == id) {
+        return Ok(carried);
+    }
+    let row = require(tx, id).await?;
+    if let Some(kept) = tx.kept(id).filter(|k| k.row.is_as(&row)) {
+        return Ok(Appending { row, ..kept });
+    }
+    let spans = chain::spans(tx, &row).await?;
+    let tail = chain::tail(tx, &spans).await?;
+    Ok(Appending { row, spans, tail })
+}
+
+/// How many appends of a run, from its first, name no id that the history holds or
+/// that an append before them in the run named. The ids are looked up together.
+async fn fresh<T: Tx + ?Sized>(tx: &T, spans: &[Span], run: &[Appendable]) -> Result<usize> {
+    fn named(a: &Appendable) -> impl Iterator<Item = &str> {
+        a.messages.iter().filter(|_| a.once).filter_map(|m| m.id.as_deref())
+    }
+    let ids: Vec<&str> = run.iter().flat_map(named).collect();
+    if ids.is_empty() {
+        return Ok(run.len());
+    }
+    let places = futures_util::future::try_join_all(ids.iter().map(|id| chain::place_of(tx, spans, id))).await?;
+    let stored: HashSet<&str> = ids.iter().zip(&places).filter(|(_, p)| p.is_some()).map(|(id, _)| *id).collect();
+    let mut seen = HashSet::new();
+    Ok(run.iter().position(|a| named(a).any(|id| stored.contains(id) || !seen.insert(id))).unwrap_or(run.len()))
+}
+
+/// What an append writes: its rows from `from` on, stored by the change that makes
+/// `revision`, after which the session holds `count` messages.
+struct Rows {
+    from: u64,
+    messages: Vec<Message>,
+    revision: u64,
+    count: u64,
+}
+
+/// Plans an append on the session as `at` holds it (its revision checked, the rules
+/// applied) and moves `at` past it: its answer, the rows it writes (none when it changes
+/// nothing), and whether `at` still holds the session whole (else the next append reads
+/// it again). A refused append leaves `at` as it was.
+fn plan(at: &mut Appending, messages: Vec<Message>, expected: Option<u64>) -> Result<(Appended, Option<Rows>, bool)> {
+    check_revision(expected, at.row.info.revision)?;
     let message_ids = messages.iter().filter_map(|m| m.id.clone()).collect();
-    let planned = plan_append(tail.clone(), messages)?;
+    let planned = plan_append(at.tail.clone(), messages)?;
+    let row = &mut at.row;
     if planned.is_empty() {
         let index = row.len.saturating_sub(row.start + 1);
-        return Ok(Appended::new(message_ids, index, row.info.revision));
+        return Ok((Appended::new(message_ids, index, row.info.revision), None, true));
     }
-    let mut row = touched(row);
+    touch(row);
     let from = row.len;
     row.len += planned.len() as u64;
     row.info.message_count = row.count();
     planned.iter().filter_map(|m| m.usage.as_ref()).for_each(|u| row.info.usage.add(u));
-    // The rows, the session and the change log written at once: one round trip on a
-    // server store (the statements depend on none of each other's results).
-    futures_util::future::try_join3(
-        insert_all(tx, row.segment, from, &planned, row.info.revision),
-        tx.put_appended(&row),
-        tx.record(id, row.info.revision, ChangeKind::Appended, row.count()),
-    )
-    .await?;
     let appended = Appended::new(message_ids, row.count() - 1, row.info.revision);
     // The head segment now serves up to the new length; when it served nothing before
     // (a fork cut at its parent's end), the next append reads the chain again.
-    if let Some(head) = spans.first_mut().filter(|span| span.segment == row.segment) {
-        head.hi = row.len;
-        planned.iter().for_each(|m| tail.follow(m));
-        tx.carry(Appending { row, spans, tail });
-    }
-    Ok(appended)
+    let follows = match at.spans.first_mut().filter(|span| span.segment == row.segment) {
+        Some(head) => {
+            head.hi = row.len;
+            planned.iter().for_each(|m| at.tail.follow(m));
+            true
+        }
+        None => false,
+    };
+    let rows = Rows { from, messages: planned, revision: row.info.revision, count: row.count() };
+    Ok((appended, Some(rows), follows))
+}
+
+/// Writes appends planned on one session: their rows, the session as the last of them
+/// left it, and each change in the log, all at once (the statements depend on none of
+/// each other's results: one round trip on a server store).
+async fn write<T: Tx + ?Sized>(tx: &T, row: &SessionRow, written: &[Rows]) -> Result<()> {
+    let rows: Vec<NewRow> = written
+        .iter()
+        .flat_map(|w| {
+            let revision = w.revision;
+            w.messages.iter().enumerate().map(move |(i, message)| NewRow { seq: w.from + i as u64, message, revision })
+        })
+        .collect();
+    let changes: Vec<(u64, u64)> = written.iter().map(|w| (w.revision, w.count)).collect();
+    futures_util::future::try_join3(
+        tx.insert_rows(row.segment, &rows),
+        tx.put_appended(row),
+        tx.record_each(&row.info.session_id, ChangeKind::Appended, &changes),
+    )
+    .await
+    .map(drop)
 }
 
 /// An append given client ids that the history holds already: when every message is

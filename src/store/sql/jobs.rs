@@ -73,6 +73,15 @@ impl Edit {
         }
     }
 
+    /// The session an append is to: appends to one session queued back to back may be
+    /// applied as one run (`apply_run`).
+    pub fn appends_to(&self) -> Option<&str> {
+        match self {
+            Edit::Append { session_id, .. } => Some(session_id),
+            _ => None,
+        }
+    }
+
     pub async fn apply<T: Tx + ?Sized>(self, tx: &T) -> Result<Done> {
         Ok(match self {
             Edit::Create { session_id, fields } => Done::Session(edits::create(tx, session_id, fields).await?),
@@ -120,6 +129,27 @@ impl Edit {
             Edit::SettleDraft { stream_id, end } => Done::Settled(edits::settle_draft(tx, &stream_id, end).await?),
         })
     }
+}
+
+/// Appends to one session queued back to back (each `Edit::appends_to` it), applied as
+/// one (`edits::append_run`): the answers of the appends the run took, from the first
+/// on; the others are to be applied one by one. An error: the whole run is rolled back.
+pub async fn apply_run<T: Tx + ?Sized>(tx: &T, run: Vec<Edit>) -> Result<Vec<Result<Done>>> {
+    let mut session: Option<String> = None;
+    let mut appends = Vec::with_capacity(run.len());
+    for edit in run {
+        match edit {
+            Edit::Append { session_id, messages, expected, once }
+                if session.get_or_insert_with(|| session_id.clone()) == &session_id =>
+            {
+                appends.push(edits::Appendable { messages, expected, once });
+            }
+            _ => return Err(Error::Internal("a run of appends held another edit".into())),
+        }
+    }
+    let Some(session) = session else { return Ok(Vec::new()) };
+    let answers = edits::append_run(tx, &session, appends).await?;
+    Ok(answers.into_iter().map(|a| a.map(Done::Appended)).collect())
 }
 
 /// A read. `snapshot()` says whether it reads more than one statement's worth and so

@@ -15,6 +15,14 @@ pub struct SessionRow {
 }
 
 impl SessionRow {
+    /// Whether `other` is this row unchanged: every change makes a new revision, and a
+    /// session deleted and made again starts on a new segment.
+    pub fn is_as(&self, other: &SessionRow) -> bool {
+        (self.info.revision, self.segment, self.start, self.len)
+            == (other.info.revision, other.segment, other.start, other.len)
+            && self.info.session_id == other.info.session_id
+    }
+
     pub fn fields(&self) -> Fields {
         Fields {
             system: self.info.system.clone(),
@@ -42,9 +50,14 @@ pub fn parse_role(role: &str) -> Option<Role> {
 
 /// A session row after a change: revision +1 and a fresh `updated_at`.
 pub fn touched(mut row: SessionRow) -> SessionRow {
+    touch(&mut row);
+    row
+}
+
+/// A change to a session: its next revision, made now.
+pub fn touch(row: &mut SessionRow) {
     row.info.revision += 1;
     row.info.updated_at = now();
-    row
 }
 
 pub fn new_info(session_id: String, fields: Fields, forked_from: Option<ForkPoint>, message_count: u64) -> SessionInfo {

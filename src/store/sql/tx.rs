@@ -14,10 +14,24 @@ use crate::store::{Found, MessageJson, message_json};
 
 /// A session as an append left it, for an append to it in the next job of the same
 /// transaction (`Tx::carry`): 64 appends pipelined on one session then read it once.
+#[derive(Clone)]
 pub struct Appending {
     pub(super) row: SessionRow,
     pub(super) spans: Vec<Span>,
     pub(super) tail: Tail,
+}
+
+/// A message to insert: its position, and the revision of the change that stores it.
+pub struct NewRow<'m> {
+    pub seq: u64,
+    pub message: &'m Message,
+    pub revision: u64,
+}
+
+impl Appending {
+    pub fn session_id(&self) -> &str {
+        &self.row.info.session_id
+    }
 }
 
 /// The statements of one transaction, as a backend runs them. Positions and segment ids
@@ -96,9 +110,22 @@ pub trait Tx {
     /// Lets go of a segment's parent.
     async fn detach(&self, id: i64) -> Result<()>;
 
+    /// Logs changes of one kind to one session, each a (revision, message count).
+    /// By default one at a time, all issued together.
+    async fn record_each(&self, session_id: &str, kind: ChangeKind, changes: &[(u64, u64)]) -> Result<()> {
+        let records = changes.iter().map(|&(revision, count)| self.record(session_id, revision, kind, count));
+        futures_util::future::try_join_all(records).await.map(drop)
+    }
+
     // Messages.
     /// Inserts a message stored by the change that made `revision` of its session.
     async fn insert(&self, segment: i64, seq: u64, message: &Message, revision: u64) -> Result<()>;
+    /// Inserts rows of one segment. By default one at a time, all issued together (a
+    /// server store sends them in one round trip).
+    async fn insert_rows(&self, segment: i64, rows: &[NewRow<'_>]) -> Result<()> {
+        let inserts = rows.iter().map(|r| self.insert(segment, r.seq, r.message, r.revision));
+        futures_util::future::try_join_all(inserts).await.map(drop)
+    }
     /// Who stored the message at `seq` of `segment`: its segment's owner (unknown for a
     /// segment older than owners), and the revision the change that stored it made.
     async fn origin(&self, segment: i64, seq: u64) -> Result<(Option<String>, u64)>;
@@ -141,6 +168,12 @@ pub trait Tx {
         None
     }
     fn carry(&self, _appending: Appending) {}
+    /// What an append in a transaction that committed before this one left of session
+    /// `id`: a hint, used only when the session's row, read and locked, is still as that
+    /// append left it (`edits::append`). By default nothing is kept.
+    fn kept(&self, _id: &str) -> Option<Appending> {
+        None
+    }
 }
 
 /// Runs a transaction body whose statements never wait (SQLite's), to its end, here.
