@@ -28,3 +28,9 @@ pub mod session;
 pub mod store;
 
 pub use error::{Error, Result};
+
+/// A mutex's guard, even when a thread panicked while holding it: the pools catch panics,
+/// and a lock poisoned by one must not stop the server.
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

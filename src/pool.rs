@@ -9,11 +9,12 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::{Semaphore, oneshot};
 
 use crate::error::{Error, Result};
+use crate::lock;
 
 /// A job as a worker runs it: the work, which returns what to do once the worker is
 /// back among the idle ones (hand over the result, give back the place).
@@ -73,7 +74,7 @@ impl Pool {
 
     /// The idle worker that finished last, or a new one.
     fn worker(&self) -> Result<Sender<Job>> {
-        if let Some(home) = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop() {
+        if let Some(home) = lock(&self.idle).pop() {
             return Ok(home);
         }
         let (home, jobs) = channel();
@@ -98,7 +99,7 @@ fn work(jobs: &Receiver<Job>, idle: &Weak<Idle>) {
         // Once the pool is gone its idle stack is too: the last way to this worker is
         // dropped, and `recv` ends the loop.
         if let Some(idle) = idle.upgrade() {
-            idle.lock().unwrap_or_else(PoisonError::into_inner).push(home);
+            lock(&idle).push(home);
         }
         // Dropping a result nobody waits for any more runs its code here: a panic in it
         // must not end a worker that is already on the idle stack.

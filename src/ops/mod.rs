@@ -25,10 +25,11 @@ mod runtime;
 mod search;
 mod sessions;
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::lock;
 use crate::store::Store;
 
 pub use compact::Compaction;
@@ -73,7 +74,7 @@ impl Call {
 
     /// Lets later requests on the same session run now.
     pub fn release(&self) {
-        let release = self.release.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let release = lock(&self.release).take();
         if let Some(release) = release {
             release();
         }

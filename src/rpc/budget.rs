@@ -20,6 +20,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// How many requests may run at once (past their session's order, not yet replied).
 pub const MAX_RUNNING: usize = 32;
 
+/// How many appends may wait for their commit, their writes queued, without holding
+/// a running place (`Budget::waiting`).
+pub const MAX_WAITING: usize = 1024;
+
 /// The default budget, for input and for output each.
 pub const DEFAULT_PENDING_BYTES: usize = 256 * 1024 * 1024;
 
@@ -32,6 +36,7 @@ pub struct Budget {
     input: Arc<Semaphore>,
     output: Arc<Semaphore>,
     running: Arc<Semaphore>,
+    waiting: Arc<Semaphore>,
 }
 
 impl Budget {
@@ -43,6 +48,7 @@ impl Budget {
             input: Arc::new(Semaphore::new(bytes as usize)),
             output: Arc::new(Semaphore::new(bytes as usize)),
             running: Arc::new(Semaphore::new(MAX_RUNNING)),
+            waiting: Arc::new(Semaphore::new(MAX_WAITING)),
         }
     }
 
@@ -58,6 +64,12 @@ impl Budget {
     /// Waits until a reply of `len` bytes fits in the output budget.
     pub async fn output(&self, len: usize) -> Option<Hold> {
         self.output.clone().acquire_many_owned(self.share(len)).await.ok()
+    }
+
+    /// A place to wait for a commit in, if one is free now: an append whose write is
+    /// queued trades its running place for it.
+    pub fn waiting(&self) -> Option<Hold> {
+        self.waiting.clone().try_acquire_owned().ok()
     }
 
     /// Waits for a place to run in and for room in the output budget (behind every
@@ -76,6 +88,15 @@ mod tests {
 
     async fn blocks<T>(f: impl std::future::Future<Output = T>) -> bool {
         tokio::time::timeout(Duration::from_millis(50), f).await.is_err()
+    }
+
+    #[test]
+    fn places_to_wait_for_a_commit_are_bounded() {
+        let budget = Budget::new(100);
+        let held: Vec<Hold> = (0..MAX_WAITING).map(|_| budget.waiting().expect("a free place")).collect();
+        assert!(budget.waiting().is_none());
+        drop(held);
+        assert!(budget.waiting().is_some());
     }
 
     #[tokio::test]

@@ -4,7 +4,7 @@
 //! the lifecycle (`shutdown`, `exit`, end of input).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use futures_util::FutureExt as _;
 use futures_util::future::{BoxFuture, join_all, ready};
@@ -14,6 +14,7 @@ use serde_json::value::RawValue;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use crate::lock;
 use crate::pool::Pool;
 use crate::rpc::budget::Budget;
 use crate::rpc::envelope::{Element, Frame, classify};
@@ -353,10 +354,6 @@ fn bounded(replies: Vec<(Reply, Option<String>)>, max: usize) -> Vec<String> {
         *id = None;
     }
     replies.into_iter().map(|(reply, _)| reply).collect()
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -4,13 +4,14 @@
 //! waiting for the host), answers cancellation, and keeps its session's replies in order.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use futures_util::FutureExt as _;
 use jsonrpsee::types::{Id, Params};
 use jsonrpsee::{ConnectionId, Extensions, MethodCallback, MethodResponse};
 use tokio_util::sync::CancellationToken;
 
+use crate::lock;
 use crate::ops::Call;
 use crate::pool::Pool;
 use crate::rpc::budget::Budget;
@@ -18,10 +19,6 @@ use crate::rpc::error::{METHOD_NOT_FOUND, plain};
 use crate::rpc::methods::Runs;
 use crate::rpc::order::Place;
 use crate::rpc::outgoing::Written;
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// Why a call ended without its method's response.
 pub enum Stop {
@@ -59,16 +56,21 @@ impl Run {
             running = queued => running,
             () = cancel.cancelled() => return Err(Stop::Cancelled),
         };
-        // An append whose write is queued gives its running place back: it waits for the
-        // store's commit, holding only its small reply to come (and its request's bytes,
-        // in the input budget), so that appends pipelined on a session fill a commit
-        // however many places there are.
+        // An append whose write is queued trades its running place for one of the many
+        // places to wait for a commit in (when one is free): it holds only its small reply
+        // to come, and its request's bytes in the input budget, so that appends pipelined
+        // on a session fill a commit however few running places there are.
         let running = Arc::new(Mutex::new(running));
         let on_queued = on_queued.map(|hook| {
-            let running = running.clone();
+            let (running, budget) = (running.clone(), budget.clone());
             Box::new(move || {
                 hook();
-                drop(lock(&running).take());
+                let mut place = lock(&running);
+                if place.is_some()
+                    && let Some(waiting) = budget.waiting()
+                {
+                    *place = Some(waiting);
+                }
             }) as Box<dyn FnOnce() + Send>
         });
         // The method may let its session go before it ends (`Call::release`).

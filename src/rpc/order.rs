@@ -13,12 +13,13 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::sync::Notify;
 
+use crate::lock;
 use crate::rpc::methods::Order;
 
 /// How far the request before must have gone for a request to start.
@@ -108,7 +109,7 @@ impl Sequencer {
         keys.sort_unstable();
         keys.dedup();
         let mine = Arc::new(Gate::default());
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = lock(&self.state);
         let (mut before, mut previous) = (Vec::new(), None);
         if keys.is_empty() {
             before.extend(state.running.values().map(|gate| (gate.clone(), Stage::Done)));
@@ -170,7 +171,7 @@ impl Place {
 
 impl Drop for Place {
     fn drop(&mut self) {
-        let mut state = self.sequencer.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = lock(&self.sequencer.state);
         state.running.remove(&self.number);
         self.mine.done.store(true, Ordering::Release);
         for key in &self.keys {

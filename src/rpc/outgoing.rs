@@ -3,12 +3,13 @@
 //! requests and notifications to the client.
 
 use std::io;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use jsonrpsee::MethodResponse;
 use jsonrpsee::types::ErrorObjectOwned;
 use serde::Serialize;
 
+use crate::lock;
 use crate::rpc::error::{INTERNAL_ERROR, plain, reply_too_large};
 use crate::rpc::writer::{Part, Reply};
 use crate::store::MessageJson;
@@ -106,12 +107,12 @@ impl Written {
         if pieces.len > self.max {
             return Err(reply_too_large(self.max));
         }
-        *self.result.lock().unwrap_or_else(PoisonError::into_inner) = Some(pieces.finish());
+        *lock(&self.result) = Some(pieces.finish());
         Ok(())
     }
 
     fn take(&self) -> Option<Vec<Part>> {
-        self.result.lock().unwrap_or_else(PoisonError::into_inner).take()
+        lock(&self.result).take()
     }
 }
 

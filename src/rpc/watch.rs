@@ -5,10 +5,11 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
+use crate::lock;
 use crate::rpc::peer::Peer;
 use crate::store::feed::{ChangeKind, Watcher};
 
@@ -59,12 +60,12 @@ impl Subscriptions {
                 }
             }
         });
-        self.tasks.lock().unwrap_or_else(PoisonError::into_inner).insert(id.clone(), Task(task));
+        lock(&self.tasks).insert(id.clone(), Task(task));
         id
     }
 
     /// Stops a subscription; false when there is no such subscription.
     pub fn remove(&self, subscription_id: &str) -> bool {
-        self.tasks.lock().unwrap_or_else(PoisonError::into_inner).remove(subscription_id).is_some()
+        lock(&self.tasks).remove(subscription_id).is_some()
     }
 }

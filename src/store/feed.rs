@@ -4,8 +4,9 @@
 //! coalesced, and the last change of a session is always delivered.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
+use crate::lock;
 use serde::Serialize;
 use tokio::sync::Notify;
 
@@ -79,10 +80,6 @@ pub struct Watcher {
     /// changed in since the last take.
     pending: Mutex<(HashMap<String, Change>, Vec<String>)>,
     ready: Notify,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Feed {

@@ -496,7 +496,43 @@ fn long_replies_read_back_exactly(s: &mut Server) {
     assert_eq!(batch[1]["result"], d);
 }
 
+/// Appends of many megabytes pipelined on one session (PostgreSQL writes such a run in
+/// several statements, each under its bound) read back exactly, in order.
+fn large_appends_pipelined_read_back_exactly(s: &mut Server) {
+    session(s, "big");
+    let text = |c: char, mib: usize| c.to_string().repeat(mib << 20);
+    let many = s.send_request(
+        "session/add_messages",
+        json!({"session_id": "big", "messages": [
+            {"role": "user", "content": text('a', 7)},
+            {"role": "assistant", "content": text('b', 7)},
+            {"role": "user", "content": text('c', 7)},
+        ]}),
+    );
+    let next: Vec<u64> = ['d', 'e', 'f']
+        .into_iter()
+        .map(|c| s.send_request("session/add_user", json!({"session_id": "big", "text": text(c, 6)})))
+        .collect();
+    assert_eq!(s.result_of(many, "session/add_messages")["revision"], 1);
+    for (i, id) in next.into_iter().enumerate() {
+        assert_eq!(s.result_of(id, "session/add_user")["index"], 3 + i);
+    }
+    let history = s.call("session/history", json!({"session_id": "big", "repair": false}));
+    let contents: Vec<(char, usize)> = history["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let t = m["content"].as_str().unwrap();
+            assert!(t.bytes().all(|b| b == t.as_bytes()[0]), "one letter throughout");
+            (t.chars().next().unwrap(), t.len() >> 20)
+        })
+        .collect();
+    assert_eq!(contents, [('a', 7), ('b', 7), ('c', 7), ('d', 6), ('e', 6), ('f', 6)]);
+}
+
 crate::every_store!(
+    large_appends_pipelined_read_back_exactly,
     long_replies_read_back_exactly,
     pipelined_appends_on_one_session_keep_their_order,
     pipelined_appends_start_from_what_the_last_one_left,

@@ -22,13 +22,14 @@ mod watch;
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use jsonrpsee::types::Params;
 use jsonrpsee::{Extensions, Methods, RpcModule};
 use serde::de::{Deserialize, DeserializeOwned, Deserializer};
 
 use crate::error::{Error, Result};
+use crate::lock;
 use crate::ops::{Call, Ops};
 use crate::rpc::error::{INTERNAL_ERROR, plain};
 use crate::rpc::framing::FramingCell;
@@ -65,11 +66,11 @@ impl Ctx {
     }
 
     pub fn runtime_format(&self) -> Option<Format> {
-        *self.runtime_format.lock().unwrap_or_else(PoisonError::into_inner)
+        *lock(&self.runtime_format)
     }
 
     fn set_runtime_format(&self, format: Option<Format>) {
-        *self.runtime_format.lock().unwrap_or_else(PoisonError::into_inner) = format;
+        *lock(&self.runtime_format) = format;
     }
 }
 

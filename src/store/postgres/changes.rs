@@ -43,18 +43,20 @@ pub async fn record(db: Db<'_>, session_id: &str, revision: u64, kind: ChangeKin
     execute(db, sql, &[&session_id, &revision, &kind.as_str(), &message_count, &CHANNEL, &schema]).await.map(drop)
 }
 
-/// Removes the changes every reader has had time to read.
 /// Logs changes of one kind to one session, each a (revision, message count), in one
-/// statement, with one notification.
+/// statement (in their order: the change table's positions follow it), with one
+/// notification.
 pub async fn record_each(db: Db<'_>, session_id: &str, kind: ChangeKind, changes: &[(u64, u64)]) -> Result<()> {
     let sql = "WITH c AS (INSERT INTO convo.changes (session_id, revision, kind, message_count) \
-               SELECT $1, r.revision, $2, r.message_count FROM unnest($3::int8[], $4::int8[]) AS r(revision, message_count)) \
+               SELECT $1, r.revision, $2, r.message_count \
+               FROM unnest($3::int8[], $4::int8[]) WITH ORDINALITY AS r(revision, message_count, n) ORDER BY r.n) \
                SELECT pg_notify($5, $6)";
     let schema = db.schema();
     let (revisions, counts): (Vec<i64>, Vec<i64>) = changes.iter().map(|&(r, c)| (r as i64, c as i64)).unzip();
     execute(db, sql, &[&session_id, &kind.as_str(), &revisions, &counts, &CHANNEL, &schema]).await.map(drop)
 }
 
+/// Removes the changes every reader has had time to read.
 pub async fn prune(db: Db<'_>) -> Result<u64> {
     execute(db, "DELETE FROM convo.changes WHERE at < clock_timestamp() - interval '10 minutes'", &[]).await
 }

@@ -98,7 +98,7 @@ async fn connect_patiently(
     patience: Duration,
 ) -> std::result::Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), String> {
     let deadline = Instant::now() + patience;
-    let mut pause = Duration::from_millis(5);
+    let mut attempt = 0;
     loop {
         match target.config.connect(target.tls.clone()).await {
             Ok((client, connection)) => {
@@ -107,9 +107,9 @@ async fn connect_patiently(
                 });
                 return Ok((client, driver));
             }
-            Err(e) if pool::full(&e) && Instant::now() + pause < deadline => {
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_millis(500));
+            Err(e) if pool::full(&e) && Instant::now() + pool::pause(attempt) < deadline => {
+                tokio::time::sleep(pool::pause(attempt)).await;
+                attempt += 1;
             }
             Err(e) => return Err(errors::describe(&e)),
         }

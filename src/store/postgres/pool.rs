@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use deadpool_postgres::{Object, Pool, PoolError, TimeoutType, Timeouts};
 
 use crate::error::{Error, Result};
+use crate::lock;
 use crate::store::postgres::errors::describe;
 
 /// The pool, how long a request waits for it, and the back-off that keeps requests from
@@ -32,7 +33,7 @@ pub fn full(e: &tokio_postgres::Error) -> bool {
 }
 
 /// How long to wait before asking again for a connection the server refused as full.
-fn pause(attempt: u32) -> Duration {
+pub fn pause(attempt: u32) -> Duration {
     Duration::from_millis((5u64 << attempt.min(7)).min(500))
 }
 
@@ -139,7 +140,7 @@ impl Backoff {
     /// `Err` with when to retry and why the last attempt failed, while waiting after a
     /// failure.
     pub fn check(&self) -> std::result::Result<(), (Duration, String)> {
-        let state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let state = lock(&self.state);
         match state.0 {
             Some(at) if Instant::now() < at => Err((at - Instant::now(), state.2.clone())),
             _ => Ok(()),
@@ -147,13 +148,13 @@ impl Backoff {
     }
 
     pub fn failed(&self, why: &str) {
-        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut state = lock(&self.state);
         let wait = state.1;
         *state = (Some(Instant::now() + wait), (wait * 2).min(LONGEST_WAIT), why.to_owned());
     }
 
     pub fn succeeded(&self) {
-        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut state = lock(&self.state);
         if state.0.is_some() {
             tracing::info!("connected to PostgreSQL again");
         }

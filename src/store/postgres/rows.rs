@@ -11,6 +11,7 @@ use tokio_postgres::Row;
 use tokio_postgres::types::{ToSql, Type};
 
 use crate::error::{Error, Result};
+use crate::lock;
 use crate::session::image::describe;
 use crate::session::{Draft, Message, Role, SessionInfo, role_name};
 use crate::store::postgres::errors::pg;
@@ -43,10 +44,6 @@ pub struct Db<'c> {
 pub struct Statements {
     seen: std::sync::Mutex<std::collections::HashSet<String>>,
     prepared: std::sync::Mutex<std::collections::HashMap<String, tokio_postgres::Statement>>,
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Statements {
@@ -352,16 +349,58 @@ pub async fn insert_message(db: Db<'_>, segment: i64, seq: u64, m: &Message, rev
     .map(drop)
 }
 
-/// Inserts rows of one segment in one statement, a column of values each (`unnest`);
-/// a row with images, whose blobs are stored first, one at a time (`insert_message`).
+/// Inserts rows of one segment, a column of values each (`unnest`), in statements of at
+/// most `BATCH_BYTES` of text each (PostgreSQL takes no message over 1 GB), all sent
+/// together; rows with images, whose blobs are stored first, as `insert_message` does.
 pub async fn insert_messages(db: Db<'_>, segment: i64, rows: &[NewRow<'_>]) -> Result<()> {
     if rows.len() < 2 || rows.iter().any(|r| r.message.images.is_some()) {
-        for r in rows {
-            insert_message(db, segment, r.seq, r.message, r.revision).await?;
-        }
-        return Ok(());
+        let inserts = rows.iter().map(|r| insert_message(db, segment, r.seq, r.message, r.revision));
+        return futures_util::future::try_join_all(inserts).await.map(drop);
     }
-    let column = |f: &dyn Fn(&Message) -> Option<String>| rows.iter().map(|r| f(r.message)).collect::<Vec<_>>();
+    let texts: Vec<Texts> = rows.iter().map(|r| Texts::of(r.message)).collect();
+    let mut batches = Vec::new();
+    let (mut from, mut bytes) = (0, 0);
+    for (i, t) in texts.iter().enumerate() {
+        if i > from && bytes + t.bytes > BATCH_BYTES {
+            batches.push(from..i);
+            (from, bytes) = (i, 0);
+        }
+        bytes += t.bytes;
+    }
+    batches.push(from..texts.len());
+    let statements = batches.into_iter().map(|batch| insert_batch(db, segment, &rows[batch.clone()], &texts[batch]));
+    futures_util::future::try_join_all(statements).await.map(drop)
+}
+
+/// The most text one multi-row insert carries (a single larger row goes alone).
+const BATCH_BYTES: usize = 16 << 20;
+
+/// A message's columns as the text they are stored as.
+struct Texts {
+    content: String,
+    tool_calls: Option<String>,
+    metadata: Option<String>,
+    native: Option<String>,
+    usage: Option<String>,
+    words: String,
+    bytes: usize,
+}
+
+impl Texts {
+    fn of(m: &Message) -> Self {
+        let (content, tool_calls, metadata) = (to_json(&m.content), opt_json(&m.tool_calls), opt_json(&m.metadata));
+        let (native, usage, words) = (opt_json(&m.native), opt_json(&m.usage), crate::session::search::tsvector(m));
+        let optional =
+            [&tool_calls, &metadata, &native, &usage].iter().map(|t| t.as_ref().map_or(0, String::len)).sum::<usize>();
+        let bytes = content.len() + words.len() + optional;
+        Texts { content, tool_calls, metadata, native, usage, words, bytes }
+    }
+}
+
+async fn insert_batch(db: Db<'_>, segment: i64, rows: &[NewRow<'_>], texts: &[Texts]) -> Result<()> {
+    let column = |f: &dyn Fn(&Message, &Texts) -> Option<String>| {
+        rows.iter().zip(texts).map(|(r, t)| f(r.message, t)).collect::<Vec<_>>()
+    };
     let (seqs, revisions): (Vec<i64>, Vec<i64>) = rows.iter().map(|r| (r.seq as i64, r.revision as i64)).unzip();
     let roles: Vec<&str> = rows.iter().map(|r| role_name(r.message.role)).collect();
     let sql = format!(
@@ -379,17 +418,17 @@ pub async fn insert_messages(db: Db<'_>, segment: i64, rows: &[NewRow<'_>]) -> R
         &[
             &segment,
             &seqs,
-            &column(&|m| m.id.clone()),
+            &column(&|m, _| m.id.clone()),
             &roles,
-            &column(&|m| Some(to_json(&m.content))),
-            &column(&|m| m.name.clone()),
-            &column(&|m| m.tool_call_id.clone()),
-            &column(&|m| opt_json(&m.tool_calls)),
-            &column(&|m| opt_json(&m.metadata)),
-            &column(&|m| opt_json(&m.native)),
-            &column(&|m| opt_json(&m.usage)),
-            &column(&|m| Some(m.created_at.clone())),
-            &column(&|m| Some(crate::session::search::tsvector(m))),
+            &column(&|_, t| Some(t.content.clone())),
+            &column(&|m, _| m.name.clone()),
+            &column(&|m, _| m.tool_call_id.clone()),
+            &column(&|_, t| t.tool_calls.clone()),
+            &column(&|_, t| t.metadata.clone()),
+            &column(&|_, t| t.native.clone()),
+            &column(&|_, t| t.usage.clone()),
+            &column(&|m, _| Some(m.created_at.clone())),
+            &column(&|_, t| Some(t.words.clone())),
             &revisions,
         ],
     )

@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use deadpool_postgres::ClientWrapper;
 
 use crate::error::{Error, Result};
+use crate::lock;
 use crate::session::{Draft, Message, Role, SessionInfo};
 use crate::store::Found;
 use crate::store::feed::ChangeKind;
@@ -73,10 +74,6 @@ impl Carry {
             kept.extend(settled);
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl<'c> Pg<'c> {

@@ -127,15 +127,14 @@ pub async fn append<T: Tx + ?Sized>(
 ) -> Result<Appended> {
     let mut at = appending(tx, id).await?;
     if once && let Some(retried) = retried(tx, &at.row, &at.spans, &messages).await? {
+        tx.carry(at);
         return Ok(retried);
     }
-    let (appended, rows, follows) = plan(&mut at, messages, expected)?;
+    let (appended, rows) = plan(&mut at, messages, expected)?;
     if let Some(rows) = rows {
         write(tx, &at.row, &[rows]).await?;
     }
-    if follows {
-        tx.carry(at);
-    }
+    tx.carry(at);
     Ok(appended)
 }
 
@@ -153,34 +152,23 @@ pub struct Appendable {
 /// refused (its revision, its messages) writes nothing, and the next goes on from the
 /// session as the ones before it left it. The run stops before an append naming an id
 /// stored already or named earlier in the run (a retry: `append` answers it from what was
-/// stored) and after one past which the session's tail must be read again; the answers
-/// are those of the appends it took, from the first on. An error is a failed statement,
-/// and the caller rolls the whole run back.
+/// stored); the answers are those of the appends it took, from the first on. An error is
+/// a failed statement, and the caller rolls the whole run back.
 pub async fn append_run<T: Tx + ?Sized>(tx: &T, id: &str, run: Vec<Appendable>) -> Result<Vec<Result<Appended>>> {
     let mut at = appending(tx, id).await?;
     let fresh = fresh(tx, &at.spans, &run).await?;
     let mut answers = Vec::with_capacity(fresh);
     let mut written = Vec::new();
-    let mut follows = true;
     for append in run.into_iter().take(fresh) {
-        match plan(&mut at, append.messages, append.expected) {
-            Ok((appended, rows, still)) => {
-                answers.push(Ok(appended));
-                written.extend(rows);
-                follows = still;
-            }
-            Err(e) => answers.push(Err(e)),
-        }
-        if !follows {
-            break;
-        }
+        answers.push(plan(&mut at, append.messages, append.expected).map(|(appended, rows)| {
+            written.extend(rows);
+            appended
+        }));
     }
     if !written.is_empty() {
         write(tx, &at.row, &written).await?;
     }
-    if follows {
-        tx.carry(at);
-    }
+    tx.carry(at);
     Ok(answers)
 }
 
@@ -227,17 +215,16 @@ struct Rows {
 }
 
 /// Plans an append on the session as `at` holds it (its revision checked, the rules
-/// applied) and moves `at` past it: its answer, the rows it writes (none when it changes
-/// nothing), and whether `at` still holds the session whole (else the next append reads
-/// it again). A refused append leaves `at` as it was.
-fn plan(at: &mut Appending, messages: Vec<Message>, expected: Option<u64>) -> Result<(Appended, Option<Rows>, bool)> {
+/// applied) and moves `at` past it: its answer, and the rows it writes (none when it
+/// changes nothing). A refused append leaves `at` as it was.
+fn plan(at: &mut Appending, messages: Vec<Message>, expected: Option<u64>) -> Result<(Appended, Option<Rows>)> {
     check_revision(expected, at.row.info.revision)?;
     let message_ids = messages.iter().filter_map(|m| m.id.clone()).collect();
     let planned = plan_append(at.tail.clone(), messages)?;
     let row = &mut at.row;
     if planned.is_empty() {
         let index = row.len.saturating_sub(row.start + 1);
-        return Ok((Appended::new(message_ids, index, row.info.revision), None, true));
+        return Ok((Appended::new(message_ids, index, row.info.revision), None));
     }
     touch(row);
     let from = row.len;
@@ -245,18 +232,15 @@ fn plan(at: &mut Appending, messages: Vec<Message>, expected: Option<u64>) -> Re
     row.info.message_count = row.count();
     planned.iter().filter_map(|m| m.usage.as_ref()).for_each(|u| row.info.usage.add(u));
     let appended = Appended::new(message_ids, row.count() - 1, row.info.revision);
-    // The head segment now serves up to the new length; when it served nothing before
-    // (a fork cut at its parent's end), the next append reads the chain again.
-    let follows = match at.spans.first_mut().filter(|span| span.segment == row.segment) {
-        Some(head) => {
-            head.hi = row.len;
-            planned.iter().for_each(|m| at.tail.follow(m));
-            true
-        }
-        None => false,
-    };
+    // The head segment now serves up to the new length; when it served nothing before (a
+    // new session, a fork cut at its parent's end), it now serves what this append wrote.
+    match at.spans.first_mut().filter(|span| span.segment == row.segment) {
+        Some(head) => head.hi = row.len,
+        None => at.spans.insert(0, Span { segment: row.segment, lo: from.max(row.start), hi: row.len }),
+    }
+    planned.iter().for_each(|m| at.tail.follow(m));
     let rows = Rows { from, messages: planned, revision: row.info.revision, count: row.count() };
-    Ok((appended, Some(rows), follows))
+    Ok((appended, Some(rows)))
 }
 
 /// Writes appends planned on one session: their rows, the session as the last of them

@@ -26,9 +26,10 @@ mod words;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
+use crate::lock;
 use crate::store::feed::{Feed, Watcher};
 use crate::store::sql::jobs::{Done, Edit, Got, Read};
 use crate::store::sql::{Engine, SqlStore, run_now};
@@ -120,7 +121,7 @@ impl Engine for Sqlite {
     /// then removes the log, and the `.db` file alone holds every session.
     async fn close(&self) -> Result<()> {
         self.stop_polling.store(true, Ordering::Release);
-        let polling = self.polling.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let polling = lock(&self.polling).take();
         if let Some(thread) = polling {
             let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         }
@@ -143,7 +144,7 @@ impl Engine for Sqlite {
                     .map_err(|e| Error::StorageUnavailable(e.to_string()))
             });
             match started {
-                Ok(thread) => *self.polling.lock().unwrap_or_else(PoisonError::into_inner) = Some(thread),
+                Ok(thread) => *lock(&self.polling) = Some(thread),
                 Err(e) => {
                     tracing::error!(error = %e, "cannot watch the change log; other processes' changes will not be seen")
                 }

@@ -5,11 +5,12 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
 
 use crate::error::Result;
+use crate::lock;
 use crate::pool::Pool;
 use crate::store::sqlite::errors::sql;
 use crate::store::sqlite::schema::{self, Settings};
@@ -37,7 +38,7 @@ impl Readers {
     /// Closes the idle connections; reads after it fail with 1006.
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
-        self.idle.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        lock(&self.idle).clear();
     }
 
     /// Runs `work` in a read transaction (one snapshot) on a blocking thread.
@@ -52,14 +53,14 @@ impl Readers {
         }
         self.pool
             .run(move || {
-                let pooled = idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
+                let pooled = lock(&idle).pop();
                 let conn = match pooled {
                     Some(conn) => conn,
                     None => schema::open_reader(&path, settings)?,
                 };
                 let result = conn.execute_batch("BEGIN").map_err(sql).and_then(|()| work(&conn));
                 let ended = conn.execute_batch("COMMIT");
-                let mut idle = idle.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut idle = lock(&idle);
                 if ended.is_ok() && idle.len() < IDLE_READERS {
                     idle.push(conn);
                 }
