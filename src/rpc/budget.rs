@@ -66,6 +66,11 @@ impl Budget {
         self.output.clone().acquire_many_owned(self.share(len)).await.ok()
     }
 
+    /// A reply's share of the output budget if it fits now.
+    pub fn try_output(&self, len: usize) -> Option<Hold> {
+        self.output.clone().try_acquire_many_owned(self.share(len)).ok()
+    }
+
     /// A place to wait for a commit in, if one is free now: an append whose write is
     /// queued trades its running place for it.
     pub fn waiting(&self) -> Option<Hold> {

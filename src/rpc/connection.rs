@@ -1,29 +1,32 @@
 //! One client connection: takes frames in the order they arrived, answers what is
-//! malformed, hands each call to its executor (`execute::Run`: the method registry,
-//! jsonrpsee's `Methods`, in its session's order and within the byte budget), and keeps
-//! the lifecycle (`shutdown`, `exit`, end of input).
+//! malformed, hands each call to its executor (`execute::Run`: its method's work, in its
+//! session's order and within the byte budget), and keeps the lifecycle (`shutdown`,
+//! `exit`, end of input). A call whose work finishes when first polled (an append to the
+//! memory store, say) is answered right here, without a task of its own.
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 
 use futures_util::FutureExt as _;
 use futures_util::future::{BoxFuture, join_all, ready};
-use jsonrpsee::Methods;
-use jsonrpsee::types::{ErrorObjectOwned, Params};
+use jsonrpsee::types::ErrorObjectOwned;
 use serde_json::value::RawValue;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::lock;
+use crate::ops::Call;
 use crate::pool::Pool;
 use crate::rpc::budget::Budget;
 use crate::rpc::envelope::{Element, Frame, classify};
 use crate::rpc::error::{
     INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, batch_too_large, plain, too_large,
 };
-use crate::rpc::execute::{Run, Stop};
+use crate::rpc::execute::{Run, Stop, release};
 use crate::rpc::framing::Incoming;
-use crate::rpc::methods::{Effect, Order, Registry, Runs, Spec};
+use crate::rpc::methods::{Effect, Order, Registry, Runs};
 use crate::rpc::order::{self, Sequencer, Stage};
 use crate::rpc::outgoing::{error_reply, with_id};
 use crate::rpc::peer::Peer;
@@ -42,9 +45,7 @@ type Pending = BoxFuture<'static, Option<Reply>>;
 const MAX_HOST_TURNS: u32 = MAX_IN_FLIGHT;
 
 pub struct Connection {
-    methods: Methods,
-    /// How each method runs.
-    specs: HashMap<&'static str, Spec>,
+    methods: Registry,
     cpu: Pool,
     /// The requests in progress that `$/cancelRequest` can reach, by id as written.
     cancels: Arc<Mutex<HashMap<String, CancellationToken>>>,
@@ -65,8 +66,7 @@ pub struct Connection {
 impl Connection {
     pub fn new(registry: Registry, outbox: Outbox, peer: Arc<Peer>, limits: &crate::rpc::Config) -> Self {
         Connection {
-            methods: registry.methods,
-            specs: registry.specs,
+            methods: registry,
             cpu: Pool::for_cpu("cpu"),
             cancels: Arc::default(),
             outbox,
@@ -177,6 +177,27 @@ impl Connection {
             }
         };
         let permit = self.in_flight.clone().acquire_owned().await;
+        let mut pending = pending;
+        // Polled once here: what is done at once is answered without a task.
+        if let Poll::Ready(reply) = std::future::poll_fn(|cx| Poll::Ready(pending.as_mut().poll(cx))).await {
+            let Some(reply) = reply else { return };
+            match self.budget.try_output(reply.len()) {
+                Some(output) => {
+                    drop(input);
+                    self.outbox.send(reply.held_by(Some(output))).await;
+                }
+                None => {
+                    let (outbox, budget) = (self.outbox.clone(), self.budget.clone());
+                    tokio::spawn(async move {
+                        let output = budget.output(reply.len()).await;
+                        drop(input);
+                        outbox.send(reply.held_by(output)).await;
+                        drop(permit);
+                    });
+                }
+            }
+            return;
+        }
         let (outbox, budget) = (self.outbox.clone(), self.budget.clone());
         tokio::spawn(async move {
             if let Some(reply) = pending.await {
@@ -193,7 +214,7 @@ impl Connection {
     fn sheddable(&self, element: &Element<'_>) -> Option<String> {
         match element {
             Element::Call { id: Some(id), method, .. } => {
-                let reads = self.specs.get(&**method).is_some_and(|spec| spec.effect == Effect::Reads);
+                let reads = self.methods.get(&**method).is_some_and(|m| m.spec.effect == Effect::Reads);
                 reads.then(|| id.get().to_owned())
             }
             _ => None,
@@ -251,13 +272,13 @@ impl Connection {
             let why = format!("invalid request: the id {id} is already used by a request in flight");
             return reject(plain(INVALID_REQUEST, why));
         }
-        let (Some(callback), Some(spec)) = (self.methods.method(method).cloned(), self.specs.get(method).copied())
-        else {
+        let Some(found) = self.methods.get(method) else {
             if id.is_none() {
                 tracing::trace!(method, "ignoring a notification");
             }
             return reject(plain(METHOD_NOT_FOUND, format!("method not found: {method}")));
         };
+        let spec = found.spec;
         if method == "shutdown" {
             self.shutting_down = true;
         }
@@ -275,19 +296,24 @@ impl Connection {
         // An append lets the next append on its session start once its write is queued.
         let queued = (stage == Stage::Queued).then(|| place.on_queued());
         let cancel = CancellationToken::new();
+        let turn = Arc::default();
+        let call = Arc::new(Call::new(cancel.clone(), release(&turn)));
+        // The handler parses the params of a method that runs inline now; it must not
+        // stop the connection, whatever they hold.
+        let work = std::panic::catch_unwind(AssertUnwindSafe(|| (found.handler)(params.map(RawValue::get), call)))
+            .unwrap_or_else(|_| ready(Err(plain(INTERNAL_ERROR, "internal error: the method panicked"))).boxed());
         if let Some(id) = &id {
             lock(&self.cancels).insert(id.clone(), cancel.clone());
         }
         let run = Run {
-            callback,
+            work,
             runs: spec.runs,
-            params: Params::new(params.map(RawValue::get)).into_owned(),
             place,
+            turn,
             queued,
             cancel,
             budget: self.budget.clone(),
             cpu: self.cpu.clone(),
-            max: self.max_message_bytes,
         };
         let (cancels, max) = (self.cancels.clone(), self.max_message_bytes);
         // A turn on the host holds a permit to its end; `shutdown` waits for them all
@@ -360,14 +386,23 @@ fn bounded(replies: Vec<(Reply, Option<String>)>, max: usize) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::rpc::framing::{Decoder, FramingCell};
+    use crate::rpc::methods::{Method, Spec};
+    use crate::rpc::outgoing::MethodResult;
 
     use crate::rpc::stdio::Source;
 
     #[tokio::test]
     async fn a_panicking_method_gets_32603_and_the_connection_goes_on() {
-        let mut module = jsonrpsee::RpcModule::new(());
-        module.register_method::<Result<(), ErrorObjectOwned>, _>("boom", |_, _, _| panic!("boom")).unwrap();
-        module.register_async_method("fine", |_, _, _| async { Ok::<_, ErrorObjectOwned>(1) }).unwrap();
+        let method = |panics: bool| Method {
+            spec: Spec { order: Order::Barrier, runs: Runs::Inline, effect: Effect::Reads },
+            handler: Box::new(move |_, _| {
+                async move {
+                    assert!(!panics, "boom");
+                    1.write(1024)
+                }
+                .boxed()
+            }),
+        };
         let (outbox, mut out_rx) = Outbox::channel();
         let limits = crate::rpc::Config {
             framing: None,
@@ -375,14 +410,7 @@ mod tests {
             max_pending_bytes: 1 << 20,
             one_at_a_time: false,
         };
-        let registry = Registry {
-            methods: module.into(),
-            specs: [
-                ("boom", Spec { order: Order::Barrier, runs: Runs::Inline, effect: Effect::Reads }),
-                ("fine", Spec { order: Order::Barrier, runs: Runs::Inline, effect: Effect::Reads }),
-            ]
-            .into(),
-        };
+        let registry: Registry = [("boom", method(true)), ("fine", method(false))].into_iter().collect();
         let connection = Connection::new(registry, outbox.clone(), Arc::new(Peer::new(outbox)), &limits);
         let frames =
             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"boom\"}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"fine\"}\n";

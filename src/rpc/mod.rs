@@ -1,5 +1,5 @@
 //! The wire: framing, frame classification, the connection loop with per-session order
-//! and lifecycle, and the methods registered in jsonrpsee's `RpcModule`. It knows
+//! and lifecycle, and the method table (`methods`) it dispatches to. It knows
 //! serde_json and the `Store` trait, nothing of how a store keeps its data.
 
 pub mod budget;

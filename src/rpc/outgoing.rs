@@ -3,13 +3,10 @@
 //! requests and notifications to the client.
 
 use std::io;
-use std::sync::{Arc, Mutex};
 
-use jsonrpsee::MethodResponse;
 use jsonrpsee::types::ErrorObjectOwned;
 use serde::Serialize;
 
-use crate::lock;
 use crate::rpc::error::{INTERNAL_ERROR, plain, reply_too_large};
 use crate::rpc::writer::{Part, Reply};
 use crate::store::MessageJson;
@@ -20,19 +17,14 @@ const INLINE_MAX: usize = 64 * 1024;
 /// shorter one is copied, which costs less than one more slice for the kernel to walk.
 const SHARE_MIN: usize = 512;
 
-/// What jsonrpsee writes before the payload of a response to `Id::Null`.
-const NULL_ID_PREFIX: &str = r#"{"jsonrpc":"2.0","id":null,"#;
+/// A method's outcome: its result's JSON text in pieces (`Pieces`), or its error.
+pub type Outcome = Result<Vec<Part>, ErrorObjectOwned>;
 
-/// The response with the request's id as the client wrote it (jsonrpsee's `Id` cannot
-/// hold every JSON-RPC id, such as negative or fractional numbers); a reply over `max`
-/// bytes is replaced by error 1005.
-pub fn with_id(id: &str, response: MethodResponse, max: usize) -> Reply {
-    if response.as_error_code() == Some(jsonrpsee::types::error::OVERSIZED_RESPONSE_CODE) {
-        return error_reply(Some(id), reply_too_large(max)).into();
-    }
-    let written = response.is_success().then(|| response.extensions().get::<Arc<Written>>()?.take()).flatten();
-    let reply = match written {
-        Some(mut parts) => {
+/// The reply to the request `id` (JSON text, as the client wrote it: negative and
+/// fractional numbers included); a reply over `max` bytes is replaced by error 1005.
+pub fn with_id(id: &str, outcome: Outcome, max: usize) -> Reply {
+    let reply = match outcome {
+        Ok(mut parts) => {
             let mut head = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"#);
             // A short result goes in one piece with its head.
             if let [Part::Text(text)] = &parts[..]
@@ -46,16 +38,7 @@ pub fn with_id(id: &str, response: MethodResponse, max: usize) -> Reply {
             }
             Reply::new(head, parts)
         }
-        None => {
-            let mut json = String::from(Box::<str>::from(response.into_json()));
-            if !json.starts_with(NULL_ID_PREFIX) {
-                tracing::error!(response = &*json, "unexpected response layout from the registry");
-                return error_reply(Some(id), plain(INTERNAL_ERROR, "internal error: unexpected response layout"))
-                    .into();
-            }
-            json.replace_range(..NULL_ID_PREFIX.len(), &format!(r#"{{"jsonrpc":"2.0","id":{id},"#));
-            json.into()
-        }
+        Err(error) => error_reply(Some(id), error).into(),
     };
     if reply.len() > max {
         return error_reply(Some(id), reply_too_large(max)).into();
@@ -65,12 +48,13 @@ pub fn with_id(id: &str, response: MethodResponse, max: usize) -> Reply {
 
 /// A method's result as it goes into its reply: serialized, or (`Splice`) in pieces.
 pub trait MethodResult: Send + 'static {
-    fn write_to(self, to: &Written) -> Result<(), ErrorObjectOwned>;
+    /// Its JSON text, or error 1005 once it is over `max` bytes.
+    fn write(self, max: usize) -> Outcome;
 }
 
 impl<T: Serialize + Send + 'static> MethodResult for T {
-    fn write_to(self, to: &Written) -> Result<(), ErrorObjectOwned> {
-        to.write(|pieces| pieces.json(&self))
+    fn write(self, max: usize) -> Outcome {
+        write(max, |pieces| pieces.json(&self))
     }
 }
 
@@ -80,40 +64,16 @@ pub trait Splice {
     fn splice(self, into: &mut Pieces) -> Result<(), ErrorObjectOwned>;
 }
 
-/// A method's result as JSON text in pieces, written by the method table's adapter and
-/// put into the reply by `with_id`. jsonrpsee would serialize the result and then parse
-/// the whole text again to check it; here it is serialized once, and a history's message
-/// texts are not copied at all (`Splice`). Serializing stops at the reply limit, as
-/// jsonrpsee's does.
-#[derive(Debug)]
-pub struct Written {
-    max: usize,
-    result: Mutex<Option<Vec<Part>>>,
-}
-
-impl Written {
-    pub fn new(max: usize) -> Self {
-        Written { max, result: Mutex::new(None) }
+/// A method's result as JSON text in pieces, as `write` puts it in `Pieces`, for `with_id`
+/// to put into the reply: serialized once, and a history's message texts not copied at
+/// all (`Splice`). Serializing stops at the reply limit.
+pub fn write(max: usize, write: impl FnOnce(&mut Pieces) -> Result<(), ErrorObjectOwned>) -> Outcome {
+    let mut pieces = Pieces { parts: Vec::new(), open: Vec::with_capacity(256), len: 0, max };
+    write(&mut pieces)?;
+    if pieces.len > max {
+        return Err(reply_too_large(max));
     }
-
-    /// Keeps the result `write` puts in its pieces; an error object when it is over the
-    /// reply limit.
-    pub fn write(
-        &self,
-        write: impl FnOnce(&mut Pieces) -> Result<(), ErrorObjectOwned>,
-    ) -> Result<(), ErrorObjectOwned> {
-        let mut pieces = Pieces { parts: Vec::new(), open: Vec::with_capacity(256), len: 0, max: self.max };
-        write(&mut pieces)?;
-        if pieces.len > self.max {
-            return Err(reply_too_large(self.max));
-        }
-        *lock(&self.result) = Some(pieces.finish());
-        Ok(())
-    }
-
-    fn take(&self) -> Option<Vec<Part>> {
-        lock(&self.result).take()
-    }
+    Ok(pieces.finish())
 }
 
 /// A result's JSON text as it is written: text serialized here, and message texts the
@@ -235,25 +195,22 @@ pub fn notification(method: &str, params: &impl Serialize) -> serde_json::Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use jsonrpsee::ResponsePayload;
-    use jsonrpsee::types::Id;
     use serde_json::value::RawValue;
 
     #[test]
     fn replies_carry_the_id_as_written() {
-        let ok = MethodResponse::response(Id::Null, ResponsePayload::success(5), usize::MAX);
-        assert_eq!(with_id("-1.5", ok, 100).into_string(), r#"{"jsonrpc":"2.0","id":-1.5,"result":5}"#);
-        let err = MethodResponse::error(Id::Null, plain(1001, "no"));
+        assert_eq!(with_id("-1.5", 5.write(100), 100).into_string(), r#"{"jsonrpc":"2.0","id":-1.5,"result":5}"#);
         assert_eq!(
-            with_id(r#""x""#, err, 100).into_string(),
+            with_id(r#""x""#, Err(plain(1001, "no")), 100).into_string(),
             r#"{"jsonrpc":"2.0","id":"x","error":{"code":1001,"message":"no"}}"#
         );
-        let big = MethodResponse::response(Id::Null, ResponsePayload::success("x".repeat(100)), usize::MAX);
+        let big = "x".repeat(100).write(usize::MAX);
         assert_eq!(
             serde_json::from_str::<serde_json::Value>(&with_id("7", big, 100).into_string()).unwrap()["error"]["code"],
             1005,
             "a reply over the limit is refused"
         );
+        assert_eq!("x".repeat(100).write(100).unwrap_err().code(), 1005, "and so is a result over it");
         assert_eq!(
             error_reply(None, plain(-32700, "bad")),
             r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad"}}"#
@@ -262,20 +219,18 @@ mod tests {
 
     #[test]
     fn messages_stop_at_the_reply_limit() {
-        let written = Written::new(100);
         let message = || MessageJson::Read(RawValue::from_string(format!("\"{}\"", "x".repeat(40))).unwrap());
         let mut copied = 0;
-        let refused = written
-            .write(|pieces| {
-                let refused = pieces.messages((0..1000).map(|_| message()).collect());
-                copied = pieces.open.len();
-                refused
-            })
-            .unwrap_err();
+        let refused = write(100, |pieces| {
+            let refused = pieces.messages((0..1000).map(|_| message()).collect());
+            copied = pieces.open.len();
+            refused
+        })
+        .unwrap_err();
         assert_eq!(refused.code(), 1005);
         assert!(copied <= 100, "copied {copied} bytes of a reply it refuses");
-        written.write(|pieces| pieces.messages(vec![message(), message()])).unwrap();
-        let text: String = written.take().unwrap().iter().map(Part::text).collect();
+        let parts = write(100, |pieces| pieces.messages(vec![message(), message()])).unwrap();
+        let text: String = parts.iter().map(Part::text).collect();
         assert_eq!(text, format!("[\"{x}\",\"{x}\"]", x = "x".repeat(40)));
     }
 

@@ -7,15 +7,10 @@
 //! import) must be RFC 3339 as its grammar defines it, and is rewritten in that form:
 //! converted to UTC, its fraction cut (not rounded) to microseconds.
 
-use time::format_description::BorrowedFormatItem;
 use time::format_description::well_known::Rfc3339;
-use time::macros::format_description;
 use time::{OffsetDateTime, UtcOffset};
 
 use crate::error::quote;
-
-const CANONICAL: &[BorrowedFormatItem<'static>] =
-    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z");
 
 /// The current time (`crate::mint`'s clock), in the canonical form.
 pub fn now() -> String {
@@ -79,14 +74,36 @@ fn reason(e: time::error::Parse) -> String {
     }
 }
 
-/// A time in the canonical form.
+/// A time in the canonical form, written digit by digit: every stored message takes
+/// one, and `time`'s formatter walks its format description at each call.
 pub fn canonical(t: OffsetDateTime) -> String {
-    match t.format(CANONICAL) {
-        Ok(s) => s,
-        // Only a write to a `Vec` that cannot fail, or a year past 9999, which `time`
-        // without `large-dates` cannot hold.
-        Err(e) => unreachable!("formatting {t}: {e}"),
+    let year = t.year();
+    // Only a year past 9999, which `time` without `large-dates` cannot hold, or before 0,
+    // which `normalize` refuses.
+    debug_assert!((0..=9999).contains(&year), "formatting {t}");
+    let year = year.clamp(0, 9999) as u32;
+    let fields = [
+        (year, 4, b'-'),
+        (u8::from(t.month()).into(), 2, b'-'),
+        (t.day().into(), 2, b'T'),
+        (t.hour().into(), 2, b':'),
+        (t.minute().into(), 2, b':'),
+        (t.second().into(), 2, b'.'),
+        (t.microsecond(), 6, b'Z'),
+    ];
+    let mut out = [0u8; 27];
+    let mut at = 0;
+    for (value, width, then) in fields {
+        let mut value = value;
+        for i in (0..width).rev() {
+            out[at + i] = b'0' + (value % 10) as u8;
+            value /= 10;
+        }
+        out[at + width] = then;
+        at += width + 1;
     }
+    // ASCII digits and separators only.
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]

@@ -24,16 +24,15 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use jsonrpsee::types::Params;
-use jsonrpsee::{Extensions, Methods, RpcModule};
+use futures_util::FutureExt as _;
+use futures_util::future::BoxFuture;
 use serde::de::{Deserialize, DeserializeOwned, Deserializer};
 
 use crate::error::{Error, Result};
 use crate::lock;
 use crate::ops::{Call, Ops};
-use crate::rpc::error::{INTERNAL_ERROR, plain};
 use crate::rpc::framing::FramingCell;
-use crate::rpc::outgoing::{MethodResult, Written};
+use crate::rpc::outgoing::{MethodResult, Outcome};
 use crate::rpc::peer::Peer;
 use crate::rpc::watch::Subscriptions;
 use crate::session::export::Format;
@@ -124,18 +123,27 @@ pub struct Spec {
     pub effect: Effect,
 }
 
-/// The registered methods and how each runs.
-pub struct Registry {
-    pub methods: Methods,
-    pub specs: HashMap<&'static str, Spec>,
+/// A method's handler: from its params' text and its call, the work that answers it.
+/// A method that runs inline or waits for the host parses its params before it returns
+/// (the work then holds them parsed, not the frame's text); one that runs on the CPU pool
+/// holds a copy of the text and parses it there.
+pub type Handler = Box<dyn Fn(Option<&str>, Arc<Call>) -> BoxFuture<'static, Outcome> + Send + Sync>;
+
+/// A method: how it runs, and its handler.
+pub struct Method {
+    pub spec: Spec,
+    pub handler: Handler,
 }
+
+/// The methods by name: the connection dispatches straight from here to the handler.
+pub type Registry = HashMap<&'static str, Method>;
 
 pub fn module(ctx: Ctx) -> Registry {
     use Effect::{Changes, Reads};
     use Order::{Append, Barrier, Fork, Import, Session, Sessions};
     use Runs::{Host, Inline, Pool, PoolWrites};
     let ctx = Arc::new(ctx);
-    let mut t = Table { module: RpcModule::from_arc(ctx.clone()), specs: HashMap::new() };
+    let mut t = Table { ctx: ctx.clone(), methods: HashMap::new() };
     t.add("initialize", Barrier, Inline, Reads, lifecycle::initialize);
     t.add("shutdown", Barrier, Inline, Changes, lifecycle::shutdown);
     t.add("session/create", Session, Inline, Changes, sessions::create);
@@ -170,15 +178,15 @@ pub fn module(ctx: Ctx) -> Registry {
     t.add("session/stream", Session, Host, Changes, runtime::stream);
     t.add("session/subscribe", Barrier, Inline, Changes, watch::subscribe);
     t.add("session/unsubscribe", Barrier, Inline, Changes, watch::unsubscribe);
-    let mut names: Vec<&'static str> = t.module.method_names().collect();
+    let mut names: Vec<&'static str> = t.methods.keys().copied().collect();
     names.sort_unstable();
     let _ = ctx.method_names.set(names);
-    Registry { methods: t.module.into(), specs: t.specs }
+    t.methods
 }
 
 struct Table {
-    module: RpcModule<Ctx>,
-    specs: HashMap<&'static str, Spec>,
+    ctx: Arc<Ctx>,
+    methods: Registry,
 }
 
 impl Table {
@@ -189,32 +197,36 @@ impl Table {
         F: Fn(Arc<Ctx>, P, Arc<Call>) -> Fut + Copy + Send + Sync + 'static,
         Fut: Future<Output = Result<T>> + Send + 'static,
     {
-        let result = self.module.register_async_method(name, move |params: Params<'static>, ctx, ext: Extensions| {
-            let call = ext.get::<Arc<Call>>().cloned().unwrap_or_default();
-            let written = ext.get::<Arc<Written>>().cloned();
-            async move {
-                let parsed = parse::<P>(&params)?;
-                // The params' text is not needed once parsed: a large request holds its
-                // memory once, not twice, while it waits for the store.
-                drop(params);
-                let result = handler(ctx, parsed, call).await?;
-                // Written here, once; jsonrpsee only sees `null` (`outgoing::Written`).
-                let written =
-                    written.ok_or_else(|| plain(INTERNAL_ERROR, "internal error: no place for the result"))?;
-                result.write_to(&written)
+        let ctx = self.ctx.clone();
+        let on_the_pool = matches!(runs, Runs::Pool | Runs::PoolWrites);
+        let handler: Handler = Box::new(move |params: Option<&str>, call: Arc<Call>| {
+            let (ctx, max) = (ctx.clone(), ctx.max_message_bytes);
+            if on_the_pool {
+                let params = params.map(str::to_owned);
+                async move {
+                    let parsed = parse::<P>(params.as_deref())?;
+                    // The params' text is not needed once parsed: a large request holds
+                    // its memory once, not twice, while it waits for the store.
+                    drop(params);
+                    handler(ctx, parsed, call).await?.write(max)
+                }
+                .boxed()
+            } else {
+                let parsed = parse::<P>(params);
+                async move { handler(ctx, parsed?, call).await?.write(max) }.boxed()
             }
         });
-        if let Err(e) = result {
-            unreachable!("method {name} registered twice: {e}");
+        let spec = Spec { order, runs, effect };
+        if self.methods.insert(name, Method { spec, handler }).is_some() {
+            unreachable!("method {name} registered twice");
         }
-        self.specs.insert(name, Spec { order, runs, effect });
     }
 }
 
 /// Named params only: an object, or nothing at all (read as `{}`): no params, or an
 /// empty array, as Lua writes an empty table (`session::empty_table`).
-fn parse<P: DeserializeOwned>(params: &Params) -> Result<P> {
-    let raw = match params.as_str() {
+fn parse<P: DeserializeOwned>(params: Option<&str>) -> Result<P> {
+    let raw = match params {
         None => "{}",
         Some(raw) if is_empty_array(raw) => "{}",
         Some(raw) => raw,
@@ -264,26 +276,17 @@ struct RevisionParams {
 mod tests {
     use std::sync::Arc;
 
-    use jsonrpsee::types::Id;
-    use jsonrpsee::{Extensions, MethodResponse, ResponsePayload};
     use serde_json::value::RawValue;
 
     use super::shown::Shown;
     use crate::ops::{History, SessionDict};
-    use crate::rpc::outgoing::{MethodResult, Written, with_id};
+    use crate::rpc::outgoing::{MethodResult, with_id};
     use crate::session::{DraftView, Message, Role};
     use crate::store::{MessageJson, message_json};
 
     /// The reply a method's result makes, as the connection writes it.
     fn reply(result: impl MethodResult, max: usize) -> String {
-        let written = Arc::new(Written::new(max));
-        let response = match result.write_to(&written) {
-            Ok(()) => MethodResponse::response(Id::Null, ResponsePayload::success(()), max),
-            Err(e) => MethodResponse::error(Id::Null, e),
-        };
-        let mut extensions = Extensions::new();
-        extensions.insert(written);
-        with_id("7", response.with_extensions(extensions), max).into_string()
+        with_id("7", result.write(max), max).into_string()
     }
 
     fn messages() -> Vec<MessageJson> {

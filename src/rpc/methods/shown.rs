@@ -1,12 +1,11 @@
 //! A result as its use-case made it, or (with `images: "ref"`) rewritten to show each
 //! image by reference (`ops::refs_in_messages`, `ops::refs_in_payload`).
 
-use jsonrpsee::types::ErrorObjectOwned;
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::rpc::outgoing::{MethodResult, Splice, Written};
+use crate::rpc::outgoing::{MethodResult, Outcome, Splice, write};
 use crate::session::image::Images;
 
 pub enum Shown<T> {
@@ -26,8 +25,8 @@ impl<T: Serialize> Shown<T> {
 }
 
 impl<T: Splice + Send + 'static> MethodResult for Shown<T> {
-    fn write_to(self, to: &Written) -> std::result::Result<(), ErrorObjectOwned> {
-        to.write(|pieces| match self {
+    fn write(self, max: usize) -> Outcome {
+        write(max, |pieces| match self {
             Shown::Made(made) => made.splice(pieces),
             Shown::Rewritten(value) => pieces.json(&value),
         })
