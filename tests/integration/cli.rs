@@ -334,8 +334,8 @@ fn fsck_after(damage: &str) -> Vec<String> {
 #[test]
 fn fsck_finds_orphan_rows() {
     let findings = fsck_after(
-        "INSERT INTO messages (segment, seq, id, role, content, created_at) \
-         VALUES (999, 0, 'x', 'user', '\"hi\"', '2000-01-01T00:00:00.000000Z');",
+        "INSERT INTO messages (place, id, role, content, created_at) \
+         VALUES (999 << 32, 'x', 'user', '\"hi\"', '2000-01-01T00:00:00.000000Z');",
     );
     assert_eq!(findings, ["1 message row(s) belong to segment 999, which does not exist (orphan rows)"]);
     let findings = fsck_after("INSERT INTO segments (id, parent, base) VALUES (500, NULL, 0);");

@@ -21,6 +21,14 @@ const UNDO: &[&str] = &[
     "ALTER TABLE messages DROP COLUMN native; ALTER TABLE messages DROP COLUMN usage; \
      ALTER TABLE sessions DROP COLUMN usage;",
     "ALTER TABLE segments DROP COLUMN owner; ALTER TABLE messages DROP COLUMN revision;",
+    "CREATE TABLE messages_without_rowid (segment INTEGER NOT NULL REFERENCES segments(id), seq INTEGER NOT NULL, \
+     id TEXT NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL, name TEXT, tool_call_id TEXT, tool_calls TEXT, \
+     images TEXT, metadata TEXT, created_at TEXT NOT NULL, native TEXT, usage TEXT, revision INTEGER, \
+     PRIMARY KEY (segment, seq)) WITHOUT ROWID; \
+     INSERT INTO messages_without_rowid SELECT segment, seq, id, role, content, name, tool_call_id, tool_calls, \
+     images, metadata, created_at, native, usage, revision FROM messages; \
+     DROP TABLE messages; ALTER TABLE messages_without_rowid RENAME TO messages; \
+     CREATE INDEX messages_by_id ON messages(id);",
 ];
 
 /// The schema version convo writes (`PRAGMA user_version`).

@@ -464,6 +464,68 @@ fn a_version_4_database_gains_image_refs() {
     assert_eq!((version, blobs), (crate::config::SCHEMA_VERSION, 1));
 }
 
+/// A database written by schema version 8 (message rows in a `WITHOUT ROWID` table keyed
+/// by segment and position) is brought forward to rows keyed by their place: every
+/// session, fork, image, search hit and exactly-once id reads as before, and later writes
+/// land after them.
+#[test]
+fn a_version_8_database_keeps_every_message_in_its_new_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v8.db");
+    let (_, data) = png(100, 3);
+    let mut s = Server::on_file(&path, Framing::Ndjson, &[]);
+    s.call("session/create", json!({"session_id": "old", "system": "be brief"}));
+    s.call("session/add_user", json!({"session_id": "old", "text": "ancient scroll", "images": [data]}));
+    let call = json!({"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}});
+    s.call("session/add_assistant", json!({"session_id": "old", "text": "x".repeat(3000), "tool_calls": [call]}));
+    s.call("session/add_tool_result", json!({"session_id": "old", "tool_call_id": "c1", "content": "done"}));
+    s.call("session/fork", json!({"session_id": "old", "new_session_id": "copy"}));
+    let id = "0190d3a2-7e4b-7c1a-9b2e-3f4a5b6c7d8e";
+    s.call("session/add_user", json!({"session_id": "copy", "text": "after the fork", "message_id": id}));
+    let before: Vec<Value> =
+        ["old", "copy"].iter().map(|id| s.call("session/to_dict", json!({"session_id": id}))).collect();
+    assert_eq!(s.finish().code(), Some(0));
+    crate::config::back_to_version(&path, 8);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let without_rowid: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE name = 'messages' AND sql LIKE '%WITHOUT ROWID%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(without_rowid, 1, "the old layout");
+    drop(conn);
+
+    let mut s = Server::on_file(&path, Framing::Ndjson, &[]);
+    let after: Vec<Value> =
+        ["old", "copy"].iter().map(|id| s.call("session/to_dict", json!({"session_id": id}))).collect();
+    assert_eq!(after, before);
+    let hits = s.call("session/search", json!({"query": "scroll"}));
+    assert_eq!(hits["hits"].as_array().map(Vec::len), Some(2), "{hits}");
+    let again = s.call("session/add_user", json!({"session_id": "copy", "text": "after the fork", "message_id": id}));
+    assert_eq!((again["index"].clone(), again["duplicate"].clone()), (json!(3), json!(true)));
+    s.call("session/add_user", json!({"session_id": "old", "text": "newest"}));
+    let history = s.call("session/history", json!({"session_id": "old"}));
+    let texts: Vec<&Value> = history["messages"].as_array().unwrap().iter().map(|m| &m["content"]).collect();
+    assert_eq!((texts.len(), texts[3].clone()), (4, json!("newest")));
+    assert_eq!(s.finish().code(), Some(0));
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    let places: Vec<(i64, i64, i64)> = conn
+        .prepare("SELECT place, segment, seq FROM messages ORDER BY place")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(version, crate::config::SCHEMA_VERSION);
+    assert_eq!(places.len(), 5, "each message stored once: {places:?}");
+    assert!(places.iter().all(|&(place, segment, seq)| place == segment << 32 | seq), "{places:?}");
+    let integrity: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(integrity, "ok");
+}
+
 /// A PostgreSQL schema written by version 1 (before refs) is brought forward likewise.
 #[test]
 fn a_version_1_postgres_schema_gains_image_refs() {

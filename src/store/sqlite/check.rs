@@ -3,8 +3,6 @@
 
 use std::collections::HashMap;
 
-use rusqlite::params;
-
 use crate::error::Result;
 use crate::store::sql::SessionRow;
 use crate::store::sql::check::Inspect;
@@ -69,9 +67,10 @@ impl Inspect for Lite<'_> {
     }
 
     async fn rows_in(&self, segment: i64, lo: u64, hi: u64) -> Result<u64> {
+        let places = rows::places(segment, lo, hi)?;
         self.conn()
-            .prepare_cached("SELECT count(*) FROM messages WHERE segment = ?1 AND seq >= ?2 AND seq < ?3")
-            .and_then(|mut s| s.query_row(params![segment, lo as i64, hi as i64], |r| r.get::<_, i64>(0)))
+            .prepare_cached("SELECT count(*) FROM messages WHERE place >= ?1 AND place < ?2")
+            .and_then(|mut s| s.query_row(places, |r| r.get::<_, i64>(0)))
             .map(|n| n as u64)
             .map_err(sql)
     }

@@ -239,17 +239,29 @@ pub fn load_images(conn: &Connection, message: &mut Message) -> Result<()> {
     Ok(())
 }
 
+/// The key of the message row at (`segment`, `seq`): its place, `segment << 32 | seq`,
+/// which is also its rowid in the search index (`words`).
+pub fn place(segment: i64, seq: u64) -> Result<i64> {
+    words::rowid(segment, seq)
+}
+
+/// The places of the message rows `lo <= seq < hi` of `segment`, as a half-open range.
+pub fn places(segment: i64, lo: u64, hi: u64) -> Result<(i64, i64)> {
+    let (base, end) = (place(segment, 0)?, 1u64 << words::SEQ_BITS);
+    Ok((base + lo.min(end) as i64, base + hi.min(end).max(lo.min(end)) as i64))
+}
+
 pub fn insert_message(conn: &Connection, segment: i64, seq: u64, m: &Message, revision: u64) -> Result<()> {
     let hashes = m.images.as_ref().map(|images| images.iter().map(|i| store_blob(conn, i)).collect::<Result<Vec<_>>>());
     let hashes = hashes.transpose()?;
+    let place = place(segment, seq)?;
     conn.prepare_cached(&format!(
-        "INSERT INTO messages (segment, seq, {MESSAGE_COLUMNS}, revision) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+        "INSERT INTO messages (place, {MESSAGE_COLUMNS}, revision) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
     ))
     .and_then(|mut s| {
         s.execute(params![
-            segment,
-            seq as i64,
+            place,
             m.id,
             role_name(m.role),
             to_json(&m.content),
@@ -316,12 +328,10 @@ fn hex(bytes: &[u8]) -> String {
 
 /// Deletes the message rows of `segment` with `lo <= seq < hi`, releasing their images.
 pub fn delete_messages(conn: &Connection, segment: i64, lo: u64, hi: u64) -> Result<()> {
-    let (lo, hi) = (lo.min(i64::MAX as u64) as i64, hi.min(i64::MAX as u64) as i64);
+    let (from, to) = places(segment, lo, hi)?;
     let images: Vec<String> = conn
-        .prepare_cached(
-            "SELECT images FROM messages WHERE segment = ?1 AND seq >= ?2 AND seq < ?3 AND images IS NOT NULL",
-        )
-        .and_then(|mut s| s.query_map(params![segment, lo, hi], |r| r.get(0))?.collect())
+        .prepare_cached("SELECT images FROM messages WHERE place >= ?1 AND place < ?2 AND images IS NOT NULL")
+        .and_then(|mut s| s.query_map(params![from, to], |r| r.get(0))?.collect())
         .map_err(sql)?;
     for list in images {
         let hashes: Vec<String> = serde_json::from_str(&list).map_err(|e| Error::StorageUnavailable(e.to_string()))?;
@@ -333,10 +343,10 @@ pub fn delete_messages(conn: &Connection, segment: i64, lo: u64, hi: u64) -> Res
                 .map_err(sql)?;
         }
     }
-    conn.prepare_cached("DELETE FROM messages WHERE segment = ?1 AND seq >= ?2 AND seq < ?3")
-        .and_then(|mut s| s.execute(params![segment, lo, hi]))
+    conn.prepare_cached("DELETE FROM messages WHERE place >= ?1 AND place < ?2")
+        .and_then(|mut s| s.execute(params![from, to]))
         .map_err(sql)?;
-    words::delete(conn, segment, lo as u64, hi as u64)
+    words::delete(conn, segment, lo, hi)
 }
 
 #[cfg(test)]

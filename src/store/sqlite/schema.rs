@@ -119,6 +119,38 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE segments ADD COLUMN owner TEXT;
     ALTER TABLE messages ADD COLUMN revision INTEGER;
     "#,
+    // 9: message rows keyed by their place, `segment << 32 | seq` (`rows::place`): a
+    // rowid table reads a history in order from the table itself, and keeps a row of up
+    // to about 4 KB in its page, where the index of a `WITHOUT ROWID` table kept at most
+    // about 1 KB and put the rest of a 1 KB message in an overflow page.
+    r#"
+    CREATE TABLE messages_by_place (
+        place        INTEGER PRIMARY KEY,
+        id           TEXT NOT NULL,
+        role         TEXT NOT NULL,
+        content      TEXT NOT NULL,
+        name         TEXT,
+        tool_call_id TEXT,
+        tool_calls   TEXT,
+        images       TEXT,
+        metadata     TEXT,
+        created_at   TEXT NOT NULL,
+        native       TEXT,
+        usage        TEXT,
+        revision     INTEGER,
+        segment      INTEGER GENERATED ALWAYS AS (place >> 32) VIRTUAL,
+        seq          INTEGER GENERATED ALWAYS AS (place & 4294967295) VIRTUAL
+    );
+    INSERT INTO messages_by_place
+        (place, id, role, content, name, tool_call_id, tool_calls, images, metadata, created_at, native, usage,
+         revision)
+        SELECT segment << 32 | seq, id, role, content, name, tool_call_id, tool_calls, images, metadata, created_at,
+               native, usage, revision
+        FROM messages ORDER BY segment, seq;
+    DROP TABLE messages;
+    ALTER TABLE messages_by_place RENAME TO messages;
+    CREATE INDEX messages_by_id ON messages(id);
+    "#,
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -11,6 +11,7 @@ use crate::session::search::content_text;
 use crate::store::Found;
 use crate::store::sql::{Hit, Place, Searching, Span, page_of_hits, parse_role};
 use crate::store::sqlite::errors::sql;
+use crate::store::sqlite::rows;
 use crate::store::sqlite::words::{SEQ_BITS, rowid};
 
 /// Every session holding each matching row, best first (FTS5's `rank`, bm25).
@@ -73,11 +74,10 @@ fn in_session(conn: &Connection, matching: &str, spans: &[Span]) -> Result<Vec<H
 }
 
 fn found(conn: &Connection, session_id: String, index: u64, segment: i64, seq: u64) -> Result<Found> {
+    let place = rows::place(segment, seq)?;
     let (message_id, role, content): (String, String, String) = conn
-        .prepare_cached("SELECT id, role, content FROM messages WHERE segment = ?1 AND seq = ?2")
-        .and_then(|mut s| {
-            s.query_row(params![segment, seq as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional()
-        })
+        .prepare_cached("SELECT id, role, content FROM messages WHERE place = ?1")
+        .and_then(|mut s| s.query_row([place], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional())
         .map_err(sql)?
         .ok_or_else(|| Error::StorageUnavailable(format!("indexed message row ({segment}, {seq}) is missing")))?;
     let role = parse_role(&role).ok_or_else(|| Error::StorageUnavailable(format!("unknown role {role}")))?;

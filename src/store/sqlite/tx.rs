@@ -127,13 +127,13 @@ impl Tx for Lite<'_> {
     }
 
     async fn origin(&self, segment: i64, seq: u64) -> Result<(Option<String>, u64)> {
+        let place = rows::place(segment, seq)?;
         self.conn
             .prepare_cached(
-                "SELECT s.owner, m.revision FROM messages m JOIN segments s ON s.id = m.segment \
-                 WHERE m.segment = ?1 AND m.seq = ?2",
+                "SELECT s.owner, m.revision FROM messages m JOIN segments s ON s.id = ?1 WHERE m.place = ?2",
             )
             .and_then(|mut s| {
-                s.query_row(params![segment, seq as i64], |r| {
+                s.query_row(params![segment, place], |r| {
                     Ok((r.get(0)?, r.get::<_, Option<i64>>(1)?.unwrap_or(0) as u64))
                 })
             })
@@ -144,10 +144,10 @@ impl Tx for Lite<'_> {
         let mut stmt = self
             .conn
             .prepare_cached(&format!(
-                "SELECT {MESSAGE_COLUMNS} FROM messages WHERE segment = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq"
+                "SELECT {MESSAGE_COLUMNS} FROM messages WHERE place >= ?1 AND place < ?2 ORDER BY place"
             ))
             .map_err(sql)?;
-        let mut found = stmt.query(params![segment, lo as i64, hi.min(i64::MAX as u64) as i64]).map_err(sql)?;
+        let mut found = stmt.query(rows::places(segment, lo, hi)?).map_err(sql)?;
         let mut out = Vec::new();
         while let Some(row) = found.next().map_err(sql)? {
             let mut message = rows::message(row).map_err(sql)?;
@@ -162,10 +162,10 @@ impl Tx for Lite<'_> {
         let mut stmt = self
             .conn
             .prepare_cached(&format!(
-                "SELECT {MESSAGE_COLUMNS} FROM messages WHERE segment = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq"
+                "SELECT {MESSAGE_COLUMNS} FROM messages WHERE place >= ?1 AND place < ?2 ORDER BY place"
             ))
             .map_err(sql)?;
-        let mut found = stmt.query(params![segment, lo as i64, hi.min(i64::MAX as u64) as i64]).map_err(sql)?;
+        let mut found = stmt.query(rows::places(segment, lo, hi)?).map_err(sql)?;
         let mut out = Vec::new();
         while let Some(row) = found.next().map_err(sql)? {
             let json = match rows::message_json(row).map_err(sql)? {
@@ -185,25 +185,26 @@ impl Tx for Lite<'_> {
         let mut stmt = self
             .conn
             .prepare_cached(&format!(
-                "SELECT {MESSAGE_COLUMNS} FROM messages WHERE segment = ?1 AND seq >= ?2 AND seq < ?3 \
-                 ORDER BY seq DESC LIMIT ?4"
+                "SELECT {MESSAGE_COLUMNS} FROM messages WHERE place >= ?1 AND place < ?2 ORDER BY place DESC LIMIT ?3"
             ))
             .map_err(sql)?;
-        stmt.query_map(params![segment, lo as i64, hi as i64, limit as i64], rows::message)
+        let (from, to) = rows::places(segment, lo, hi)?;
+        stmt.query_map(params![from, to, limit.min(i64::MAX as u64) as i64], rows::message)
             .and_then(|found| found.collect())
             .map_err(sql)
     }
 
     async fn roles(&self, segment: i64, lo: u64, hi: u64, limit: u64, newest_first: bool) -> Result<Vec<Role>> {
         let query = if newest_first {
-            "SELECT role FROM messages WHERE segment = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq DESC LIMIT ?4"
+            "SELECT role FROM messages WHERE place >= ?1 AND place < ?2 ORDER BY place DESC LIMIT ?3"
         } else {
-            "SELECT role FROM messages WHERE segment = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq LIMIT ?4"
+            "SELECT role FROM messages WHERE place >= ?1 AND place < ?2 ORDER BY place LIMIT ?3"
         };
+        let (from, to) = rows::places(segment, lo, hi)?;
         self.conn
             .prepare_cached(query)
             .and_then(|mut s| {
-                s.query_map(params![segment, lo as i64, hi as i64, limit as i64], |r| role(r.get(0)?))?.collect()
+                s.query_map(params![from, to, limit.min(i64::MAX as u64) as i64], |r| role(r.get(0)?))?.collect()
             })
             .map_err(sql)
     }
@@ -216,9 +217,10 @@ impl Tx for Lite<'_> {
     }
 
     async fn id_at(&self, segment: i64, seq: u64) -> Result<Option<String>> {
+        let place = rows::place(segment, seq)?;
         self.conn
-            .prepare_cached("SELECT id FROM messages WHERE segment = ?1 AND seq = ?2")
-            .and_then(|mut s| s.query_row(params![segment, seq as i64], |r| r.get(0)).optional())
+            .prepare_cached("SELECT id FROM messages WHERE place = ?1")
+            .and_then(|mut s| s.query_row([place], |r| r.get(0)).optional())
             .map_err(sql)
     }
 
