@@ -22,6 +22,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,7 +44,7 @@ type options struct {
 }
 
 // WithBinary sets the convo binary to run. Without it Start uses $CONVO_BINARY, then
-// `convo` on PATH.
+// `convo` on PATH (`convo.exe` on Windows).
 func WithBinary(path string) Option { return func(o *options) { o.binary = path } }
 
 // WithStore passes --store: "memory", "sqlite" (the platform data folder, the server's
@@ -209,11 +210,21 @@ func findBinary(explicit string) (string, error) {
 	if env := os.Getenv("CONVO_BINARY"); env != "" {
 		return env, nil
 	}
-	path, err := exec.LookPath("convo")
+	name := binaryName(runtime.GOOS)
+	path, err := exec.LookPath(name)
 	if err != nil {
-		return "", fmt.Errorf("%w: pass WithBinary, set CONVO_BINARY, or put convo on PATH (%v)", ErrBinaryNotFound, err)
+		return "", fmt.Errorf("%w: pass WithBinary, set CONVO_BINARY, or put %s on PATH (%v)", ErrBinaryNotFound, name, err)
 	}
 	return path, nil
+}
+
+// binaryName is the file name of the convo binary on goos: convo.exe on Windows, as the
+// release ships it there (the win32-x64 package's bin/convo.exe), convo elsewhere.
+func binaryName(goos string) string {
+	if goos == "windows" {
+		return "convo.exe"
+	}
+	return "convo"
 }
 
 // ServerInfo is what the server last answered to initialize (Start sends it).

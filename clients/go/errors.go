@@ -57,7 +57,7 @@ var (
 	// flight when the convo process ended.
 	ErrClosed = errors.New("convo: client closed")
 	// ErrBinaryNotFound is returned by Start when no convo binary was found: neither
-	// WithBinary, nor CONVO_BINARY, nor `convo` on PATH.
+	// WithBinary, nor CONVO_BINARY, nor `convo` (`convo.exe` on Windows) on PATH.
 	ErrBinaryNotFound = errors.New("convo: binary not found")
 	// ErrNotStreaming is returned by RuntimeRequest.SendDelta on a runtime/run request,
 	// which takes no deltas.

@@ -261,7 +261,11 @@ func TestBinaryLookup(t *testing.T) {
 	bin := binary(t)
 	ctx := ctxT(t)
 	dir := t.TempDir()
-	if err := os.Symlink(bin, filepath.Join(dir, "convo")); err != nil {
+	name := "convo"
+	if runtime.GOOS == "windows" {
+		name = "convo.exe"
+	}
+	if err := os.Symlink(bin, filepath.Join(dir, name)); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", dir)

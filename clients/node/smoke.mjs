@@ -1,14 +1,17 @@
 // @ts-check
 // What a host does with the installed package, as the README shows it: test.sh copies this
-// into a fresh project where the packed `convo` and `@convo/linux-x64-gnu` were installed
-// offline, and runs it there with no CONVO_BINARY, so the binary comes from the platform
-// package.
+// into a fresh project where the packed `convo` and its platform package (`@convo/linux-x64-gnu`;
+// with CONVO_LIBC=musl, `@convo/linux-x64-musl`) were installed offline, and runs it there
+// with no CONVO_BINARY, so the binary comes from the platform package of this machine.
 import assert from "node:assert/strict";
 import { realpathSync } from "node:fs";
-import { ConvoClient, InvalidSequenceError, resolveBinary } from "convo";
+import { ConvoClient, InvalidSequenceError, binaryPath, currentTarget, packageName, resolveBinary } from "convo";
 
+const target = currentTarget();
+assert.ok(target, `convo has a platform package for ${process.platform}-${process.arch}`);
 const binary = realpathSync(resolveBinary());
-assert.match(binary, /node_modules\/@convo\/linux-x64-gnu\/bin\/convo$/, `the binary comes from the platform package: ${binary}`);
+const expected = realpathSync(new URL(`node_modules/${packageName(target)}/${binaryPath(target)}`, import.meta.url));
+assert.equal(binary, expected, `the binary comes from ${packageName(target)}`);
 
 const client = await ConvoClient.start({
   store: "memory",

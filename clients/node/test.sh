@@ -7,14 +7,25 @@
 # package, install both tarballs into a fresh project OFFLINE, and run smoke.mjs there
 # (the binary found through the platform package); then install the frameworks there from
 # the registry, as a user would, and run smoke-frameworks.mjs (the subpath exports).
+# There, with CONVO_LIBC=musl, the client names @convo/linux-x64-musl as missing; given a
+# linux-x64-musl binary too, that package is packed and installed as well (with --force:
+# npm rightly refuses a musl package on this glibc machine otherwise), and smoke.mjs runs
+# again with CONVO_LIBC=musl, so the binary comes from it.
 #
-#   bash clients/node/test.sh [path/to/convo]    (default: target/release/convo)
+#   bash clients/node/test.sh [path/to/convo] [path/to/musl/convo]
+#                                  (default: target/release/convo, and no musl binary)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 binary=${1:-$here/../../target/release/convo}
 [ -x "$binary" ] || { echo "node client: no convo binary at $binary (build it: cargo build --release)" >&2; exit 1; }
 binary=$(cd "$(dirname "$binary")" && pwd)/$(basename "$binary")
+musl_binary=${2:-}
+if [ -n "$musl_binary" ]; then
+  [ -x "$musl_binary" ] || { echo "node client: no musl convo binary at $musl_binary" >&2; exit 1; }
+  musl_binary=$(cd "$(dirname "$musl_binary")" && pwd)/$(basename "$musl_binary")
+fi
+unset CONVO_LIBC # the C library is this machine's, except where a step forces it
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/convo-node-test.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -80,6 +91,12 @@ step "type-check smoke.mjs against the installed .d.ts"
 step "smoke.mjs in the fresh project, the binary from the platform package"
 env -u CONVO_BINARY node smoke.mjs
 
+step "with CONVO_LIBC=musl the client wants @convo/linux-x64-musl, and names it when missing"
+musl_error=$(env -u CONVO_BINARY CONVO_LIBC=musl node --input-type=module \
+  -e 'import { resolveBinary } from "convo"; try { resolveBinary(); } catch (e) { console.log(e.message); }')
+echo "$musl_error"
+[[ $musl_error == "@convo/linux-x64-musl is not installed:"* ]] || fail "the error does not name @convo/linux-x64-musl"
+
 step "installing convo pulled in no framework (they are optional peer dependencies)"
 for framework in ai @openai/agents-core; do
   [ ! -e "node_modules/$framework" ] || fail "installing convo installed $framework"
@@ -98,6 +115,17 @@ step "type-check smoke-frameworks.mjs against the installed .d.ts"
 
 step "smoke-frameworks.mjs in the fresh project (convo/openai-agents, convo/ai-sdk), on Node $("$node22" --version)"
 env -u CONVO_BINARY "$node22" smoke-frameworks.mjs
+
+if [ -n "$musl_binary" ]; then
+  # Last: once a package npm calls unsupported here is installed, a later install without
+  # --force refuses.
+  step "pack and install @convo/linux-x64-musl; smoke.mjs with CONVO_LIBC=musl, the binary from it"
+  musl_tarball=$(node "$here/pack.mjs" platform linux-x64-musl "$musl_binary" "$work" | node -pe 'JSON.parse(require("fs").readFileSync(0, "utf8")).tarball')
+  npm install --offline --cache "$cache" --force --no-audit --no-fund --loglevel=error "$musl_tarball"
+  [ -x node_modules/@convo/linux-x64-musl/bin/convo ] || fail "the musl package has no executable bin/convo"
+  env -u CONVO_BINARY CONVO_LIBC=musl node smoke.mjs
+  env -u CONVO_BINARY node smoke.mjs # and without it, still the glibc one
+fi
 
 echo
 echo "node client: all passed (platform package $(basename "$platform"): $platform_size bytes packed)"

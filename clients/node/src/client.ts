@@ -29,7 +29,7 @@ import { serveRuntime, type Runtime } from "./runtime.js";
 import { createSubscription, type SessionChange, type SubscribeOptions, type Subscription, type SubscriptionControl } from "./subscription.js";
 
 export interface ConvoOptions {
-  /** The convo binary; by default `CONVO_BINARY`, then the platform package (`@convo/linux-x64-gnu`, …). */
+  /** The convo binary; by default `CONVO_BINARY`, then the platform package for this machine (`@convo/linux-x64-gnu`, …; see `resolveBinary`). */
   binary?: string;
   /** `--store`: `sqlite` (convo's default), `sqlite:PATH` or `memory`. */
   store?: string;

@@ -7,7 +7,18 @@ export { ConvoClient, CLIENT_METHODS, type ConvoOptions, type CallOptions, type 
 export type { Exit, Logger } from "./child.js";
 export type { Subscription, SessionChange, SubscribeOptions } from "./subscription.js";
 export * from "./errors.js";
-export { resolveBinary, currentTarget, packageName, binaryPath, TARGETS, type Target, type LookupOptions } from "./binary.js";
+export {
+  resolveBinary,
+  currentTarget,
+  detectLibc,
+  packageName,
+  binaryPath,
+  TARGETS,
+  type Target,
+  type Libc,
+  type LibcProbes,
+  type LookupOptions,
+} from "./binary.js";
 export type {
   Runtime,
   RunHandler,

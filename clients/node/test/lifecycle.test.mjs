@@ -1,12 +1,12 @@
 // @ts-check
 // Start, end and what is left behind: dispose leaves no process, neither does the host
 // exiting (with or without dispose); stderr reaches the logger; start-up failures and a
-// missing binary are clear errors.
+// missing binary are clear errors (finding the binary: platforms.test.mjs).
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import test from "node:test";
 import { promisify } from "node:util";
-import { ConnectionClosedError, ConvoClient, resolveBinary, TARGETS } from "convo";
+import { ConnectionClosedError, ConvoClient } from "convo";
 import { BINARY, alive, eventually, start } from "./helpers.mjs";
 
 const run = promisify(execFile);
@@ -75,16 +75,3 @@ test("a binary that is not there fails start() saying so", async () => {
   );
 });
 
-test("binary lookup: the option, then CONVO_BINARY, then the platform package, then an error naming it", () => {
-  assert.equal(resolveBinary({ binary: "/a/convo", env: { CONVO_BINARY: "/b/convo" } }), "/a/convo");
-  assert.equal(resolveBinary({ env: { CONVO_BINARY: "/b/convo" } }), "/b/convo");
-  // In this source tree no platform package is installed, so the lookup ends in the error.
-  for (const target of TARGETS) {
-    assert.throws(() => resolveBinary({ env: {}, target }), (e) => {
-      assert.ok(e instanceof Error);
-      assert.match(e.message, new RegExp(`package @convo/${target.name}, which is not installed`));
-      assert.match(e.message, /CONVO_BINARY/);
-      return true;
-    });
-  }
-});

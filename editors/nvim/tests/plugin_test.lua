@@ -83,13 +83,43 @@ test('setup finds the binary: the option, then $CONVO_BINARY, then PATH', functi
   local path, why = convo.binary()
   eq(nil, path, 'nothing on PATH')
   eq('convo is not on PATH (set cmd in setup() or $CONVO_BINARY)', why, 'the reason')
-  vim.env.PATH = vim.fn.fnamemodify(binary, ':h') .. ':' .. saved_path
+  -- PATH's separator: `;` on Windows.
+  vim.env.PATH = vim.fn.fnamemodify(binary, ':h') .. (vim.fn.has('win32') == 1 and ';' or ':') .. saved_path
   eq({ binary, 'PATH' }, { convo.binary() }, 'from PATH')
   vim.env.CONVO_BINARY = '/nonexistent/convo'
   convo.setup({ cmd = binary, store = store })
   eq({ binary, 'setup' }, { convo.binary() }, 'the option comes first')
   eq({ binary, '--store', store }, convo.command(), 'the command line')
   vim.env.CONVO_BINARY, vim.env.PATH = saved_env, saved_path
+end)
+
+test('on Windows the binary looked for on PATH is convo.exe', function()
+  local saved_env, saved_path, saved_has = vim.env.CONVO_BINARY, vim.env.PATH, vim.fn.has
+  local saved_config = vim.deepcopy(convo.config)
+  local bin_dir = dir .. '/windows-bin'
+  vim.fn.mkdir(bin_dir, 'p')
+  local exe = bin_dir .. '/convo.exe'
+  assert(vim.loop.fs_symlink(binary, exe))
+  -- has('win32') answers as on Windows; everything else as here.
+  vim.fn.has = function(feature)
+    return feature == 'win32' and 1 or saved_has(feature)
+  end
+  local ok, e = pcall(function()
+    convo.setup({ store = store })
+    vim.env.CONVO_BINARY = nil
+    eq('convo.exe', convo.executable_name(), 'the name on Windows')
+    vim.env.PATH = bin_dir
+    eq({ exe, 'PATH' }, { convo.binary() }, 'convo.exe from PATH')
+    vim.env.PATH = vim.fn.fnamemodify(binary, ':h') -- a folder with `convo` in it, not `convo.exe`
+    local path, why = convo.binary()
+    eq(nil, path, 'no convo.exe on PATH')
+    eq('convo.exe is not on PATH (set cmd in setup() or $CONVO_BINARY)', why, 'the reason names convo.exe')
+  end)
+  vim.fn.has, vim.env.CONVO_BINARY, vim.env.PATH = saved_has, saved_env, saved_path
+  convo.setup(saved_config) -- the tests below use the binary set up before
+  if not ok then
+    error(e, 0)
+  end
 end)
 
 test('the Lua API: async requests, notifications, errors as tables', function()

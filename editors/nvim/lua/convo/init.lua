@@ -12,7 +12,7 @@ local M = {}
 
 local defaults = {
   -- The binary: a path or name, or a list (binary, then arguments). Unset: $CONVO_BINARY,
-  -- then `convo` on PATH.
+  -- then `convo` on PATH (`convo.exe` on Windows).
   cmd = nil,
   -- `--store`: `sqlite`, `sqlite:PATH` or `memory`. Unset: convo's own default
   -- ($CONVO_STORE, else the platform data folder).
@@ -38,6 +38,11 @@ function M.setup(opts)
   shared = nil
 end
 
+--- The binary's file name on this system: `convo.exe` on Windows, `convo` elsewhere.
+function M.executable_name()
+  return vim.fn.has('win32') == 1 and 'convo.exe' or 'convo'
+end
+
 --- Where the binary was found and how: returns path, source (`setup`, `CONVO_BINARY`,
 --- `PATH`), or nil and the reason.
 function M.binary()
@@ -50,11 +55,11 @@ function M.binary()
     cmd, source = vim.env.CONVO_BINARY, 'CONVO_BINARY'
   end
   if cmd == nil or cmd == '' then
-    cmd, source = 'convo', 'PATH'
+    cmd, source = M.executable_name(), 'PATH'
   end
   local path = vim.fn.exepath(cmd)
   if path == '' then
-    local why = source == 'PATH' and 'convo is not on PATH (set cmd in setup() or $CONVO_BINARY)'
+    local why = source == 'PATH' and (cmd .. ' is not on PATH (set cmd in setup() or $CONVO_BINARY)')
       or string.format('%s from %s is not an executable', cmd, source)
     return nil, why
   end
