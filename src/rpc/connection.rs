@@ -11,7 +11,7 @@ use std::task::Poll;
 
 use futures_util::FutureExt as _;
 use futures_util::future::{BoxFuture, join_all, ready};
-use jsonrpsee::types::ErrorObjectOwned;
+use jsonrpsee_types::ErrorObjectOwned;
 use serde_json::value::RawValue;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;

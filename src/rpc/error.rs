@@ -1,7 +1,7 @@
 //! JSON-RPC error objects: the standard codes, and the one mapping from `crate::Error`
 //! to a code and its `data`.
 
-use jsonrpsee::types::ErrorObjectOwned;
+use jsonrpsee_types::ErrorObjectOwned;
 use serde_json::json;
 
 use crate::error::Error;

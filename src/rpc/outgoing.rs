@@ -4,7 +4,7 @@
 
 use std::io;
 
-use jsonrpsee::types::ErrorObjectOwned;
+use jsonrpsee_types::ErrorObjectOwned;
 use serde::Serialize;
 
 use crate::rpc::error::{INTERNAL_ERROR, plain, reply_too_large};

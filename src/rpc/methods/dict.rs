@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use jsonrpsee::types::ErrorObjectOwned;
+use jsonrpsee_types::ErrorObjectOwned;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;

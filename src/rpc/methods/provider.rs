@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use jsonrpsee::types::ErrorObjectOwned;
+use jsonrpsee_types::ErrorObjectOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
