@@ -133,7 +133,7 @@ impl Connection {
 
     async fn frame(&mut self, bytes: &[u8]) {
         let input = self.budget.input(bytes.len()).await;
-        let pending: Pending = match classify(bytes) {
+        let mut pending: Pending = match classify(bytes) {
             Frame::ParseError(e) => {
                 ready(Some(error_reply(None, plain(PARSE_ERROR, format!("parse error: {e}"))).into())).boxed()
             }
@@ -177,27 +177,20 @@ impl Connection {
             }
         };
         let permit = self.in_flight.clone().acquire_owned().await;
-        let mut pending = pending;
-        // Polled once here: what is done at once is answered without a task.
-        if let Poll::Ready(reply) = std::future::poll_fn(|cx| Poll::Ready(pending.as_mut().poll(cx))).await {
-            let Some(reply) = reply else { return };
-            match self.budget.try_output(reply.len()) {
+        // Polled once here: what is done at once, and fits the output budget now, is
+        // answered without a task.
+        let pending = match std::future::poll_fn(|cx| Poll::Ready(pending.as_mut().poll(cx))).await {
+            Poll::Ready(None) => return,
+            Poll::Ready(Some(reply)) => match self.budget.try_output(reply.len()) {
                 Some(output) => {
                     drop(input);
                     self.outbox.send(reply.held_by(Some(output))).await;
+                    return;
                 }
-                None => {
-                    let (outbox, budget) = (self.outbox.clone(), self.budget.clone());
-                    tokio::spawn(async move {
-                        let output = budget.output(reply.len()).await;
-                        drop(input);
-                        outbox.send(reply.held_by(output)).await;
-                        drop(permit);
-                    });
-                }
-            }
-            return;
-        }
+                None => ready(Some(reply)).boxed(),
+            },
+            Poll::Pending => pending,
+        };
         let (outbox, budget) = (self.outbox.clone(), self.budget.clone());
         tokio::spawn(async move {
             if let Some(reply) = pending.await {
