@@ -70,8 +70,9 @@ pub struct Cli {
 /// The options every subcommand takes.
 #[derive(Args, Debug)]
 struct Global {
-    /// Where sessions are kept: `sqlite` (the platform data folder, on Linux
-    /// $XDG_DATA_HOME/convo/sessions.db), `sqlite:PATH`, `postgres://USER@HOST/DB`
+    /// Where sessions are kept: `sqlite` (the platform data folder: on Linux
+    /// $XDG_DATA_HOME/convo/sessions.db, on macOS ~/Library/Application Support/convo,
+    /// on Windows %LOCALAPPDATA%\convo), `sqlite:PATH`, `postgres://USER@HOST/DB`
     /// (also `postgresql://`; a libpq URL, `sslmode=require|verify-full` for TLS), or
     /// `memory` (gone when the process ends). Several convo processes may share one
     /// SQLite file or PostgreSQL database.

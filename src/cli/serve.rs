@@ -82,9 +82,21 @@ pub fn serve(global: &Global, args: &ServeArgs) -> ExitCode {
 
 /// The protocol's own handles on stdin and stdout (duplicates: nothing else in the
 /// process can then write a stray byte into the protocol stream through them).
+#[cfg(unix)]
 fn stdio() -> std::io::Result<(rpc::Source, rpc::Sink)> {
     use std::os::fd::AsFd as _;
     let input = std::io::stdin().as_fd().try_clone_to_owned()?;
     let output = std::io::stdout().as_fd().try_clone_to_owned()?;
     Ok((rpc::Source::Fd(input), rpc::Sink::Fd(output)))
+}
+
+/// Windows: the same duplicates, as files read and written by threads of their own. A
+/// `File` moves raw bytes (no newline translation, no console code page).
+#[cfg(windows)]
+fn stdio() -> std::io::Result<(rpc::Source, rpc::Sink)> {
+    use std::fs::File;
+    use std::os::windows::io::AsHandle as _;
+    let input = File::from(std::io::stdin().as_handle().try_clone_to_owned()?);
+    let output = File::from(std::io::stdout().as_handle().try_clone_to_owned()?);
+    Ok((rpc::Source::Reader(Box::new(input)), rpc::Sink::Writer(Box::new(output))))
 }

@@ -2,13 +2,21 @@
 //! when an editor or a Node/Python host spawns convo), it is made non-blocking and
 //! served on the runtime's own thread: a message costs no thread hand-off. A file or a
 //! terminal cannot be polled, and a terminal's flags are shared with the shell, so those
-//! are served by a blocking thread instead (`convo < session.ndjson`).
+//! are served by a blocking thread instead (`convo < session.ndjson`). On Windows every
+//! stream is served by a blocking thread: its pipes are read and written as raw bytes
+//! (Rust's standard streams have no text mode to turn off).
 
-use std::fs::File;
-use std::io::{self, IoSlice, Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::io::{self, Read, Write};
+#[cfg(unix)]
+use std::{
+    fs::File,
+    io::IoSlice,
+    os::fd::{AsFd, OwnedFd},
+};
 
+#[cfg(unix)]
 use rustix::fs::{FileType, OFlags};
+#[cfg(unix)]
 use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc;
 
@@ -17,11 +25,13 @@ use crate::rpc::framing::{Decoder, Incoming};
 /// How much is read at once.
 const CHUNK: usize = 64 * 1024;
 /// The pipe buffer asked for: Linux's default limit for unprivileged processes.
+#[cfg(target_os = "linux")]
 const PIPE_BUFFER: usize = 1 << 20;
 
 /// Where requests come from.
 pub enum Source {
     /// A file descriptor (stdin): polled when it is a pipe or socket.
+    #[cfg(unix)]
     Fd(OwnedFd),
     /// Anything else, read on a thread.
     Reader(Box<dyn Read + Send>),
@@ -29,17 +39,20 @@ pub enum Source {
 
 /// Where replies go.
 pub enum Sink {
+    #[cfg(unix)]
     Fd(OwnedFd),
     Writer(Box<dyn Write + Send>),
 }
 
 /// A pipe or socket switched to non-blocking mode for the life of this value; its
 /// original flags come back on drop, since other processes may share it.
+#[cfg(unix)]
 pub struct NonBlocking {
     fd: AsyncFd<File>,
     restore: OFlags,
 }
 
+#[cfg(unix)]
 impl NonBlocking {
     /// `Err(fd)` gives the descriptor back when it is not a pipe or socket, or cannot be
     /// polled. Must be called within the runtime.
@@ -49,6 +62,7 @@ impl NonBlocking {
         let Ok(flags) = rustix::fs::fcntl_getfl(&fd) else { return Err(fd) };
         // A larger pipe buffer (where the system allows) moves a large reply in fewer
         // wake-ups of the two processes.
+        #[cfg(target_os = "linux")]
         let _ = rustix::pipe::fcntl_setpipe_size(&fd, PIPE_BUFFER);
         if !pollable || rustix::fs::fcntl_setfl(&fd, flags | OFlags::NONBLOCK).is_err() {
             return Err(fd);
@@ -95,6 +109,7 @@ impl NonBlocking {
     }
 }
 
+#[cfg(unix)]
 impl Drop for NonBlocking {
     fn drop(&mut self) {
         let _ = rustix::fs::fcntl_setfl(self.fd.get_ref().as_fd(), self.restore);
@@ -105,11 +120,14 @@ impl Drop for NonBlocking {
 pub struct Input {
     kind: InputKind,
     decoder: Decoder,
+    /// The polled source's read buffer.
+    #[cfg(unix)]
     chunk: Vec<u8>,
     ended: bool,
 }
 
 enum InputKind {
+    #[cfg(unix)]
     Polled(NonBlocking),
     /// Chunks read by a blocking thread; a bounded queue, so a slow server stops it.
     Thread(mpsc::Receiver<Vec<u8>>),
@@ -118,20 +136,28 @@ enum InputKind {
 impl Input {
     pub fn new(source: Source, decoder: Decoder) -> io::Result<Self> {
         let kind = match source {
+            #[cfg(unix)]
             Source::Fd(fd) => match NonBlocking::new(fd) {
                 Ok(polled) => InputKind::Polled(polled),
                 Err(fd) => InputKind::Thread(spawn_reader(Box::new(File::from(fd)))?),
             },
             Source::Reader(reader) => InputKind::Thread(spawn_reader(reader)?),
         };
-        Ok(Input { kind, decoder, chunk: vec![0; CHUNK], ended: false })
+        Ok(Input {
+            kind,
+            decoder,
+            #[cfg(unix)]
+            chunk: vec![0; CHUNK],
+            ended: false,
+        })
     }
 
     /// Reads until at least one frame is complete and appends the frames to `out`;
     /// false once the input has ended and every frame has been handed out.
     pub async fn next(&mut self, out: &mut Vec<Incoming>) -> bool {
         while out.is_empty() && !self.ended {
-            let read = match &mut self.kind {
+            let read: io::Result<&[u8]> = match &mut self.kind {
+                #[cfg(unix)]
                 InputKind::Polled(fd) => fd.read(&mut self.chunk).await.map(|n| &self.chunk[..n]),
                 InputKind::Thread(rx) => match rx.recv().await {
                     Some(chunk) => {

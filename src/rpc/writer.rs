@@ -3,6 +3,7 @@
 //! message texts from where they lie. Replies and the server's own notifications and
 //! requests all go through the cloneable `Outbox`.
 
+#[cfg(unix)]
 use std::fs::File;
 use std::io::{self, IoSlice, Write};
 use std::sync::Arc;
@@ -11,7 +12,9 @@ use tokio::sync::mpsc;
 
 use crate::rpc::budget::Hold;
 use crate::rpc::framing::{Framing, FramingCell};
-use crate::rpc::stdio::{NonBlocking, Sink};
+#[cfg(unix)]
+use crate::rpc::stdio::NonBlocking;
+use crate::rpc::stdio::Sink;
 use crate::store::MessageJson;
 
 /// How many frames may wait for the writer before senders wait.
@@ -107,6 +110,7 @@ impl Outbox {
 
 /// The writer, to wait for once every `Outbox` is gone and its queue is written.
 pub enum Writer {
+    #[cfg(unix)]
     Task(tokio::task::JoinHandle<()>),
     Thread(std::thread::JoinHandle<()>),
 }
@@ -114,6 +118,7 @@ pub enum Writer {
 impl Writer {
     pub async fn join(self) {
         let done = match self {
+            #[cfg(unix)]
             Writer::Task(task) => task.await.is_ok(),
             Writer::Thread(thread) => tokio::task::spawn_blocking(move || thread.join().is_ok()).await.unwrap_or(false),
         };
@@ -130,6 +135,7 @@ impl Writer {
 pub fn spawn(sink: Sink, framing: Arc<FramingCell>) -> io::Result<(Outbox, Writer)> {
     let (tx, rx) = mpsc::channel::<Reply>(QUEUE);
     let writer = match sink {
+        #[cfg(unix)]
         Sink::Fd(fd) => match NonBlocking::new(fd) {
             Ok(out) => Writer::Task(tokio::spawn(write_polled(rx, out, framing))),
             Err(fd) => spawn_thread(rx, Box::new(File::from(fd)), framing)?,
@@ -190,6 +196,7 @@ impl Batch {
     }
 }
 
+#[cfg(unix)]
 async fn write_polled(mut rx: mpsc::Receiver<Reply>, out: NonBlocking, framing: Arc<FramingCell>) {
     let mut batch = Batch::default();
     let mut broken = false;

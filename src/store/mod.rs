@@ -419,10 +419,12 @@ impl std::str::FromStr for StoreSpec {
     }
 }
 
-/// Where `--store sqlite` keeps its file: the platform data folder (on Linux
-/// `$XDG_DATA_HOME/convo/sessions.db`, by default `~/.local/share/convo/sessions.db`).
+/// Where `--store sqlite` keeps its file: the platform's data folder for this machine —
+/// on Linux `$XDG_DATA_HOME/convo/sessions.db` (by default `~/.local/share/…`), on macOS
+/// `~/Library/Application Support/convo/sessions.db`, on Windows
+/// `%LOCALAPPDATA%\convo\sessions.db` (a database is not for a roaming profile).
 pub fn default_sqlite_path() -> Option<PathBuf> {
-    directories::BaseDirs::new().map(|dirs| dirs.data_dir().join("convo").join("sessions.db"))
+    directories::BaseDirs::new().map(|dirs| dirs.data_local_dir().join("convo").join("sessions.db"))
 }
 
 impl StoreSpec {

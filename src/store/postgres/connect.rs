@@ -130,29 +130,40 @@ pub fn parse(url: &str) -> Result<Target> {
     Ok(Target { config, tls, shown, pool_max, listen })
 }
 
-/// `PGPASSWORD`, else the first matching line of `PGPASSFILE` or `~/.pgpass` (ignored,
-/// as libpq does, when others can read it).
+/// `PGPASSWORD`, else the first matching line of `PGPASSFILE` or libpq's default file:
+/// `~/.pgpass` (ignored, as libpq does, when others can read it), on Windows
+/// `%APPDATA%\postgresql\pgpass.conf`.
 fn password_from_environment(config: &tokio_postgres::Config) -> Option<String> {
     if let Ok(password) = std::env::var("PGPASSWORD") {
         return Some(password);
     }
-    let file = std::env::var_os("PGPASSFILE")
-        .map(PathBuf::from)
-        .or_else(|| directories::BaseDirs::new().map(|d| d.home_dir().join(".pgpass")))?;
+    let file = std::env::var_os("PGPASSFILE").map(PathBuf::from).or_else(|| {
+        let dirs = directories::BaseDirs::new()?;
+        Some(if cfg!(windows) {
+            dirs.config_dir().join("postgresql").join("pgpass.conf")
+        } else {
+            dirs.home_dir().join(".pgpass")
+        })
+    })?;
     pgpass_lookup(&file, config)
 }
 
 fn pgpass_lookup(file: &Path, config: &tokio_postgres::Config) -> Option<String> {
-    use std::os::unix::fs::PermissionsExt as _;
-    let meta = std::fs::metadata(file).ok()?;
-    if meta.permissions().mode() & 0o077 != 0 {
-        tracing::warn!(file = %file.display(), "password file has group or world access; ignored");
-        return None;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let meta = std::fs::metadata(file).ok()?;
+        if meta.permissions().mode() & 0o077 != 0 {
+            tracing::warn!(file = %file.display(), "password file has group or world access; ignored");
+            return None;
+        }
     }
     let text = std::fs::read_to_string(file).ok()?;
     let host = match config.get_hosts().first() {
         Some(Host::Tcp(h)) => h.clone(),
-        Some(Host::Unix(_)) | None => "localhost".to_owned(),
+        #[cfg(unix)]
+        Some(Host::Unix(_)) => "localhost".to_owned(),
+        None => "localhost".to_owned(),
     };
     let port = config.get_ports().first().copied().unwrap_or(5432).to_string();
     let user = config.get_user().unwrap_or_default().to_owned();

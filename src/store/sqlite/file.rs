@@ -14,12 +14,17 @@
 //! - A new database — a file created here, or an existing empty one — is made 0600 before
 //!   SQLite writes to it (its `-wal` and `-shm` take that mode); an existing database
 //!   keeps its mode.
+//! - On Windows there are no mode bits: a new file and folder take the access list of
+//!   the folder they are made in. The default location, `%LOCALAPPDATA%\convo`, is in
+//!   the user's profile, which only that user (and the system's administrators) can read:
+//!   that is what stands for 0600 and 0700 there.
 //! - If opening fails after the claim, [`Claim::release`] removes what was created: the
 //!   file, the `-wal`, `-shm` and `-journal` beside it that did not exist before, and the
 //!   folders. A file that existed before is kept.
 
-use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
+use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::ErrorKind;
+#[cfg(unix)]
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -118,6 +123,7 @@ impl Claim {
                 return Err(unavailable(format!("{} is not a regular file", self.path.display())));
             }
             self.check_companions(follow_symlinks)?;
+            #[cfg(unix)]
             if meta.len() == 0 && self.log_is_empty() {
                 let file = OpenOptions::new()
                     .read(true)
@@ -176,7 +182,11 @@ impl Claim {
 
     /// Creates the file; `false` when another process created it first.
     fn create(&mut self) -> Result<bool> {
-        let file = match OpenOptions::new().write(true).create_new(true).mode(0o600).open(&self.path) {
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        options.mode(0o600);
+        let file = match options.open(&self.path) {
             Ok(file) => file,
             Err(e) if e.kind() == ErrorKind::AlreadyExists => return Ok(false),
             Err(e) => return Err(unavailable(format!("cannot create {}: {e}", self.path.display()))),
@@ -187,12 +197,20 @@ impl Claim {
         Ok(true)
     }
 
+    #[cfg(unix)]
     fn make_private(&self, file: &File) -> Result<()> {
-        file.set_permissions(Permissions::from_mode(0o600))
+        file.set_permissions(fs::Permissions::from_mode(0o600))
             .map_err(|e| unavailable(format!("cannot make {} private (mode 0600): {e}", self.path.display())))
     }
 
+    /// Windows: the file keeps the access list it inherited from its folder.
+    #[cfg(not(unix))]
+    fn make_private(&self, _file: &File) -> Result<()> {
+        Ok(())
+    }
+
     /// No write-ahead log, or an empty one: an empty file beside it holds no database.
+    #[cfg(unix)]
     fn log_is_empty(&self) -> bool {
         !fs::metadata(companion(&self.path, COMPANIONS[0])).is_ok_and(|meta| meta.len() > 0)
     }
@@ -211,7 +229,11 @@ fn create_folders_of(folder: &Path) -> Result<Vec<PathBuf>> {
     let missing: Vec<&Path> = folder.ancestors().take_while(|d| fs::symlink_metadata(d).is_err()).collect();
     let mut created = Vec::new();
     for dir in missing.into_iter().rev() {
-        match DirBuilder::new().mode(0o700).create(dir) {
+        #[cfg_attr(not(unix), expect(unused_mut, reason = "no mode to set"))]
+        let mut builder = DirBuilder::new();
+        #[cfg(unix)]
+        builder.mode(0o700);
+        match builder.create(dir) {
             Ok(()) => created.push(dir.to_owned()),
             // Another process was quicker; the folder is not ours to remove.
             Err(e) if e.kind() == ErrorKind::AlreadyExists && dir.is_dir() => {}
