@@ -28,7 +28,7 @@ def main(nm: str, sdkroot: str, *files: str) -> None:
     listed = subprocess.run([nm, "-u", "--just-symbol-name", *files], capture_output=True, text=True, check=False)
     names = sorted({n for n in listed.stdout.split() if n.startswith("_")})
     for name, pattern in FRAMEWORKS.items():
-        symbols = [s for s in names if pattern.fullmatch(s) or pattern.match(s)]
+        symbols = [s for s in names if pattern.match(s)]
         folder = pathlib.Path(sdkroot, "System/Library/Frameworks", f"{name}.framework")
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{name}.tbd").write_text(
