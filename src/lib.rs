@@ -14,11 +14,15 @@
 //! - [`pool`]: bounded pools of blocking work.
 //! - [`mint`]: where new ids and time stamps come from (the system, or counters for
 //!   `--deterministic`).
+//! - [`cli`]: the command line, which `src/main.rs` hands over to: flags, serving stdio,
+//!   the subcommands. Here rather than in the binary so that it is compiled once, with
+//!   the library, not again in each crate that links it.
 //!
 //! Dependencies point inward: `rpc → ops → {session, store}`, `store → session`; `ops`
 //! is the only way into a store. README.md's layout section says where each kind of
 //! change goes.
 
+pub mod cli;
 pub mod error;
 pub mod mint;
 pub mod ops;

@@ -1,6 +1,4 @@
-//! The `convo` command: serves JSON-RPC on stdio, or runs a subcommand (`src/cli`).
-
-mod cli;
+//! The `convo` command: serves JSON-RPC on stdio, or runs a subcommand (`convo::cli`).
 
 use std::process::ExitCode;
 
@@ -19,7 +17,7 @@ fn main() -> ExitCode {
     // nothing changes.
     #[cfg(any(target_os = "linux", target_os = "android"))]
     let _ = rustix::thread::disable_transparent_huge_pages(true);
-    cli::main()
+    convo::cli::main()
 }
 
 /// A write past the file-size limit (`ulimit -f`, RLIMIT_FSIZE) raises SIGXFSZ, whose

@@ -58,7 +58,7 @@ pub fn man(args: &ManArgs) -> Result<u8, Fail> {
             let sub = command
                 .find_subcommand(name)
                 .cloned()
-                .ok_or_else(|| Fail::usage(format!("no subcommand {}", convo::error::quote(name))))?;
+                .ok_or_else(|| Fail::usage(format!("no subcommand {}", crate::error::quote(name))))?;
             sub.name(format!("convo-{name}")).version(env!("CARGO_PKG_VERSION"))
         }
     };

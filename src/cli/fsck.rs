@@ -6,7 +6,7 @@ use std::io::Write as _;
 use clap::Args;
 use serde::Serialize;
 
-use convo::ops::Ops;
+use crate::ops::Ops;
 
 use crate::cli::output::{self, FOUND, Fail, paint, plural, style};
 

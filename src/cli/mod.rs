@@ -1,6 +1,6 @@
 //! The command line. `convo` alone (or `convo serve`) serves JSON-RPC on stdin/stdout;
 //! the other subcommands are for a person at a terminal and for scripts: they open the
-//! same `--store` and go through the same operations layer (`convo::ops`) as the server,
+//! same `--store` and go through the same operations layer (`crate::ops`) as the server,
 //! so no rule is implemented twice. One file per subcommand or group, as cargo's are.
 //!
 //! Exit codes of the subcommands (serving keeps its own, see `serve`): 0 done; 1 done,
@@ -24,9 +24,9 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
-use convo::error::quote;
-use convo::ops::{Failure, Host, Ops, RuntimeParams};
-use convo::store::{SqliteSettings, StoreSpec};
+use crate::error::quote;
+use crate::ops::{Failure, Host, Ops, RuntimeParams};
+use crate::store::{SqliteSettings, StoreSpec};
 
 pub use output::Fail;
 
@@ -81,7 +81,7 @@ struct Global {
 
     /// The PostgreSQL schema that holds convo's tables: applications sharing a database
     /// each see only their own schema's sessions.
-    #[arg(long, env = "CONVO_PG_SCHEMA", default_value = convo::store::DEFAULT_PG_SCHEMA, value_name = "NAME",
+    #[arg(long, env = "CONVO_PG_SCHEMA", default_value = crate::store::DEFAULT_PG_SCHEMA, value_name = "NAME",
           global = true, value_parser = pg_schema)]
     pg_schema: String,
 
@@ -176,7 +176,7 @@ pub fn main() -> ExitCode {
     }
     // Chosen before anything is minted: `replay` always counts.
     if (cli.global.deterministic || matches!(cli.command, Some(Command::Replay(_))))
-        && let Err(e) = convo::mint::use_counters()
+        && let Err(e) = crate::mint::use_counters()
     {
         eprintln!("convo: {e}");
         return ExitCode::from(output::FAILED);
@@ -228,7 +228,7 @@ fn with_store(global: &Global, command: Command) -> Result<u8, Fail> {
     if !matches!(command, Command::Import(_)) {
         let path = match &global.store {
             StoreSpec::Sqlite(Some(path)) => Some(path.clone()),
-            StoreSpec::Sqlite(None) => convo::store::default_sqlite_path(),
+            StoreSpec::Sqlite(None) => crate::store::default_sqlite_path(),
             _ => None,
         };
         if let Some(path) = path.filter(|p| !p.exists()) {
@@ -263,7 +263,7 @@ async fn close(ops: &Ops) -> Result<u8, Fail> {
 }
 
 /// The runtime the store and the operations run on. Blocking work runs on bounded pools
-/// of their own threads (`convo::pool`); tokio's blocking threads only wait for the
+/// of their own threads (`crate::pool`); tokio's blocking threads only wait for the
 /// writer thread at the end, and 32 is a ceiling on them.
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().max_blocking_threads(32).build()
@@ -280,7 +280,7 @@ fn percent_encode(s: &str) -> String {
 }
 
 fn pg_schema(name: &str) -> Result<String, String> {
-    convo::store::check_pg_schema(name).map(|()| name.to_owned())
+    crate::store::check_pg_schema(name).map(|()| name.to_owned())
 }
 
 impl Global {

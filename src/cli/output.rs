@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use anstyle::{AnsiColor, Style};
 use serde::Serialize;
 
-use convo::Error;
-use convo::session::export::Format;
+use crate::Error;
+use crate::session::export::Format;
 
 /// Done, with something to report.
 pub const FOUND: u8 = 1;
@@ -51,7 +51,7 @@ impl From<Error> for Fail {
             _ => FAILED,
         };
         let message = match e {
-            Error::SessionNotFound(id) => format!("no session {}", convo::error::quote(&id)),
+            Error::SessionNotFound(id) => format!("no session {}", crate::error::quote(&id)),
             other => other.to_string(),
         };
         Fail::new(code, message)

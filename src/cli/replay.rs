@@ -1,6 +1,6 @@
 //! `convo replay SCRIPT.ndjson [--expect REPLIES.ndjson] [--update]`: scripted protocol
 //! tests. The script runs through a fresh in-memory server in deterministic mode
-//! (`convo::mint`'s counters; `LocalServer`, the real server code in-process), one frame
+//! (`crate::mint`'s counters; `LocalServer`, the real server code in-process), one frame
 //! at a time, until its end or `exit`. Without `--expect` the replies are printed, one
 //! per line. With it they are compared with the expected file's, matched by request id
 //! (notifications by method and order), and each difference is shown as a line diff of
@@ -15,8 +15,8 @@ use clap::Args;
 use serde_json::Value;
 use similar::{ChangeTag, TextDiff};
 
-use convo::rpc::LocalServer;
-use convo::store::MemoryStore;
+use crate::rpc::LocalServer;
+use crate::store::MemoryStore;
 
 use crate::cli::output::{self, FOUND, Fail, paint, plural, style};
 

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use convo::rpc::{self, framing::Framing};
+use crate::rpc::{self, framing::Framing};
 
 use crate::cli::{Global, runtime};
 

@@ -6,8 +6,8 @@ use std::time::Duration;
 use clap::Args;
 use serde::Serialize;
 
-use convo::ops::Ops;
-use convo::session::SessionInfo;
+use crate::ops::Ops;
+use crate::session::SessionInfo;
 
 use crate::cli::output::{self, FOUND, Fail, paint, plural, style, table, when};
 
@@ -75,7 +75,7 @@ pub async fn rm(ops: &Ops, args: &RmArgs) -> Result<u8, Fail> {
     for id in &args.ids {
         match ops.delete(id, None).await {
             Ok(()) => done.deleted.push(id.clone()),
-            Err(convo::Error::SessionNotFound(_)) => done.not_found.push(id.clone()),
+            Err(crate::Error::SessionNotFound(_)) => done.not_found.push(id.clone()),
             Err(e) => return Err(e.into()),
         }
     }
@@ -83,7 +83,7 @@ pub async fn rm(ops: &Ops, args: &RmArgs) -> Result<u8, Fail> {
         output::json(&done)?;
     } else {
         for id in &done.not_found {
-            eprintln!("convo: no session {}", convo::error::quote(id));
+            eprintln!("convo: no session {}", crate::error::quote(id));
         }
         let mut out = output::stdout();
         writeln!(out, "deleted {}", plural(done.deleted.len(), "session"))?;
@@ -121,7 +121,7 @@ pub async fn gc(ops: &Ops, args: &GcArgs) -> Result<u8, Fail> {
         .checked_sub(age)
         .filter(|t| t.year() >= 0)
         .ok_or_else(|| Fail::usage("--older-than: reaches back before the year 0"))?;
-    let cutoff = convo::session::canonical(cutoff);
+    let cutoff = crate::session::canonical(cutoff);
     let stale = ops.updated_before(&cutoff).await?;
     let sessions = if args.dry_run { stale } else { ops.delete_unchanged(stale).await? };
     if args.json {

@@ -10,10 +10,10 @@ use clap::Args;
 use serde::Serialize;
 use serde_json::Value;
 
-use convo::ops::Ops;
-use convo::session::export::{self, Options};
-use convo::session::native::UsageTotals;
-use convo::session::{Message, Role, SessionInfo, role_name};
+use crate::ops::Ops;
+use crate::session::export::{self, Options};
+use crate::session::native::UsageTotals;
+use crate::session::{Message, Role, SessionInfo, role_name};
 
 use crate::cli::output::{self, Fail, FormatArg, paint, plural, style, when};
 
@@ -73,7 +73,7 @@ pub async fn show(ops: &Ops, args: &ShowArgs) -> Result<u8, Fail> {
 }
 
 fn header(out: &mut impl Write, info: &SessionInfo) -> std::io::Result<()> {
-    let title = info.title.as_deref().map(|t| format!("  {}", convo::error::quote(t))).unwrap_or_default();
+    let title = info.title.as_deref().map(|t| format!("  {}", crate::error::quote(t))).unwrap_or_default();
     writeln!(out, "{}{title}", paint(style::HEADER, format!("session {}", info.session_id)))?;
     let mut facts = vec![plural(info.message_count as usize, "message"), format!("revision {}", info.revision)];
     facts.push(format!("created {}", when(&info.created_at)));

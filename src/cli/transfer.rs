@@ -1,5 +1,5 @@
 //! `convo export` and `convo import`: sessions as to_dict JSON files, through the same
-//! `to_dict` and `from_dict` as the protocol's (`convo::ops`), so an import is checked
+//! `to_dict` and `from_dict` as the protocol's (`crate::ops`), so an import is checked
 //! against the conversation rules exactly as `session/from_dict` checks it.
 
 use std::io::{IsTerminal as _, Read as _, Write as _};
@@ -10,8 +10,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use serde_json::Value;
 
-use convo::ops::{DictData, DictSource, Imported, Ops};
-use convo::session::Repaired;
+use crate::ops::{DictData, DictSource, Imported, Ops};
+use crate::session::Repaired;
 
 use crate::cli::output::{self, FOUND, Fail, FormatArg, paint, plural, style};
 
