@@ -13,6 +13,12 @@
 #    CONVO_BINARY, no source tree on sys.path);
 # 3. `convo --version` from the venv.
 #
+#   bash clients/python/test.sh build DIR    # step 1 only: the wheel into DIR
+#   bash clients/python/test.sh test WHEEL   # steps 2 and 3, on a wheel built before
+#
+# (scripts/test builds the wheel before the tests that run side by side: a cargo build
+# while they run would link target/release/convo again under the tests that spawn it.)
+#
 # Environment: CARGO_TARGET_DIR (default: the repo's target/), PYTHON (default python3),
 # CONVO_PY_KEEP=1 keeps the work folder. Prints one last line saying OK or FAILED.
 set -euo pipefail
@@ -37,22 +43,40 @@ pip_install() {
   "$1/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "${@:2}"
 }
 
-echo "== build venv: maturin"
-"$python" -m venv "$work/build-venv"
-pip_install "$work/build-venv" "maturin==1.16.0"
+step=${1:-all}
+usage() {
+  echo "usage: clients/python/test.sh [build DIR | test WHEEL]" >&2
+  exit 2
+}
+case $step in
+  all) [[ $# -le 1 ]] || usage ;;
+  build | test) [[ $# -eq 2 ]] || usage ;;
+  *) usage ;;
+esac
 
-echo "== building the wheel"
-t0=$(date +%s)
-# Same profile and features as `cargo build --release`, no --target and no extra rustc
-# flags, so cargo finds the release build that `cargo test --release` made fresh and
-# maturin only copies target/release/convo into the wheel: the very binary the Rust tests
-# ran. `--strip false` for that: pyproject.toml's `strip = true` passes `-C strip=symbols`
-# to rustc, which makes the binary another cargo unit, compiled and linked again (70 s
-# here). Unstripped, this test wheel is 33 MB instead of 9.5 MB.
-(cd "$here" && "$work/build-venv/bin/maturin" build --release --locked --strip false --out "$work/dist")
-wheel=$(ls "$work"/dist/convo-*.whl)
+if [[ $step == test ]]; then
+  wheel=$(realpath "$2")
+else
+  echo "== build venv: maturin"
+  "$python" -m venv "$work/build-venv"
+  pip_install "$work/build-venv" "maturin==1.16.0"
+
+  echo "== building the wheel"
+  t0=$(date +%s)
+  out=$work/dist
+  [[ $step == all ]] || out=$(realpath "$2")
+  # Same profile and features as `cargo build --release`, no --target and no extra rustc
+  # flags, so cargo finds the release build that `cargo test --release` made fresh and
+  # maturin only copies target/release/convo into the wheel: the very binary the Rust tests
+  # ran. `--strip false` for that: pyproject.toml's `strip = true` passes `-C strip=symbols`
+  # to rustc, which makes the binary another cargo unit, compiled and linked again (70 s
+  # here). Unstripped, this test wheel is 33 MB instead of 9.5 MB.
+  (cd "$here" && "$work/build-venv/bin/maturin" build --release --locked --strip false --out "$out")
+  wheel=$(ls "$out"/convo-*.whl)
+  echo "built $(basename "$wheel"): $(stat -c %s "$wheel") bytes in $(($(date +%s) - t0)) s"
+  [[ $step == all ]] || exit 0
+fi
 wheel_bytes=$(stat -c %s "$wheel")
-echo "built $(basename "$wheel"): $wheel_bytes bytes in $(($(date +%s) - t0)) s"
 
 echo "== test venv: the wheel with its extras, pytest, pycodeloop==0.8.2, agent-core-py"
 "$python" -m venv "$work/venv"
