@@ -39,8 +39,10 @@ finish() {
 }
 trap finish EXIT
 
+# --no-compile: no byte-code for every module of every package (openai, pydantic, the
+# frameworks) up front; Python writes it for what the tests import, as they import it.
 pip_install() {
-  "$1/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "${@:2}"
+  "$1/bin/python" -m pip install --quiet --disable-pip-version-check --no-input --no-compile "${@:2}"
 }
 
 step=${1:-all}
