@@ -3,7 +3,7 @@
 //! the same methods: `session/create`, `add_user`, `history`, `fork`, `trim`.
 //!
 //! ```text
-//! convo-bench [--quick] [--million] [--million-only] [--provider] [--search] [--images] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]
+//! convo-bench [--quick] [--million] [--million-only] [--provider] [--search] [--images] [--history-only] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]
 //! ```
 //!
 //! `--round-trips-only` is for the echo floor, which keeps no state; `--million` (a
@@ -11,7 +11,8 @@
 //! theirs alone; `--million-only`),
 //! `--provider` (export and token counts) and `--search` (full-text search over 100,000
 //! messages; `--search-only` measures nothing else) and `--images` (`history` of a session
-//! of 1 MiB images inline and by reference; `--images-only`) use methods only convo has; `--runtime`
+//! of 1 MiB images inline and by reference; `--images-only`) use methods only convo has
+//! (`--history-only` measures `history` alone, for profiling it); `--runtime`
 //! measures a turn through the host (convo's `session/run`, the echo's `echo/ask`).
 //! `--fleet N` measures nothing else: N servers of COMMAND at once (a fleet on one
 //! database), each pipelining appends (16 in flight) into a session of its own; the
@@ -58,7 +59,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(split) = args.iter().position(|a| a == "--") else {
         eprintln!(
-            "usage: convo-bench [--quick] [--million] [--million-only] [--provider] [--search] [--images] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]"
+            "usage: convo-bench [--quick] [--million] [--million-only] [--provider] [--search] [--images] [--history-only] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]"
         );
         std::process::exit(2);
     };
@@ -93,6 +94,11 @@ fn main() {
     }
     if flag("--images-only") {
         measure_images(&mut c, sizes, &mut report);
+        c.close();
+        return;
+    }
+    if flag("--history-only") {
+        measure_history(&mut c, sizes, &mut report);
         c.close();
         return;
     }

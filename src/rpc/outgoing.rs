@@ -13,8 +13,9 @@ use crate::store::MessageJson;
 
 /// The longest result copied into its reply's head rather than written as a part.
 const INLINE_MAX: usize = 64 * 1024;
-/// A message text at least this long is written from where the store keeps it; a
-/// shorter one is copied, which costs less than one more slice for the kernel to walk.
+/// A message text at least this long is handed to the writer as it is kept, which copies
+/// it only once, into what it writes (or writes a long one from where it lies); a
+/// shorter one is copied here, which costs less than a part of its own.
 const SHARE_MIN: usize = 512;
 
 /// A method's outcome: its result's JSON text in pieces (`Pieces`), or its error.
@@ -108,26 +109,40 @@ impl Pieces {
     }
 
     /// Appends a JSON array of the messages; an error object once the text is over the
-    /// reply limit, so that a reply to be refused is not copied whole first.
+    /// reply limit, so that a reply to be refused is not copied whole first. Messages
+    /// spliced one after the other into one text (`MessageJson::join`) go as one piece.
     pub fn messages(&mut self, messages: Vec<MessageJson>) -> Result<(), ErrorObjectOwned> {
         self.raw("[");
+        let mut last: Option<MessageJson> = None;
         for (i, message) in messages.into_iter().enumerate() {
-            if i > 0 {
-                self.raw(",");
-            }
-            self.len += message.get().len();
+            self.len += message.get().len() + usize::from(i > 0);
             if self.len > self.max {
                 return Err(reply_too_large(self.max));
             }
-            if message.get().len() < SHARE_MIN {
-                self.open.extend_from_slice(message.get().as_bytes());
-            } else {
+            if last.as_mut().is_some_and(|last| last.join(&message)) {
+                continue;
+            }
+            self.put(last.take());
+            if i > 0 {
+                self.open.push(b',');
+            }
+            last = Some(message);
+        }
+        self.put(last);
+        self.raw("]");
+        Ok(())
+    }
+
+    /// Appends a message's text (or several's, joined): copied when short, else shared.
+    fn put(&mut self, message: Option<MessageJson>) {
+        match message {
+            Some(message) if message.get().len() < SHARE_MIN => self.open.extend_from_slice(message.get().as_bytes()),
+            Some(message) => {
                 self.close_text();
                 self.parts.push(Part::Shared(message));
             }
+            None => {}
         }
-        self.raw("]");
-        Ok(())
     }
 
     fn close_text(&mut self) {
@@ -232,6 +247,23 @@ mod tests {
         let parts = write(100, |pieces| pieces.messages(vec![message(), message()])).unwrap();
         let text: String = parts.iter().map(Part::text).collect();
         assert_eq!(text, format!("[\"{x}\",\"{x}\"]", x = "x".repeat(40)));
+    }
+
+    #[test]
+    fn messages_spliced_side_by_side_go_as_one_piece() {
+        let long = |c: &str| format!("\"{}\"", c.repeat(SHARE_MIN));
+        let text = std::sync::Arc::new(format!("{},{},{}", long("a"), long("b"), long("c")));
+        let n = long("a").len();
+        let spliced = |i: usize| MessageJson::Spliced { text: text.clone(), range: i * (n + 1)..i * (n + 1) + n };
+        let read = MessageJson::Read(RawValue::from_string("true".into()).unwrap());
+        // The third is beside the second in the text, but not in the array.
+        let parts =
+            write(usize::MAX, |pieces| pieces.messages(vec![spliced(0), spliced(1), read, spliced(2)])).unwrap();
+        let text: String = parts.iter().map(Part::text).collect();
+        assert_eq!(text, format!("[{},{},true,{}]", long("a"), long("b"), long("c")));
+        let lengths: Vec<usize> = parts.iter().map(|p| p.text().len()).collect();
+        assert_eq!(lengths, [1, 2 * n + 1, 6, n, 1], "the first two in one piece, shared");
+        assert!(matches!(parts[1], Part::Shared(_)) && matches!(parts[3], Part::Shared(_)));
     }
 
     #[test]

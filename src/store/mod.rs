@@ -16,6 +16,7 @@ pub mod queued;
 pub(crate) mod sql;
 mod sqlite;
 
+use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -128,8 +129,12 @@ pub enum MessageJson {
     Shared(Arc<RawValue>),
     Read(Box<RawValue>),
     /// Spliced from a database row's columns, each checked to be one JSON value: valid as
-    /// a whole, so not parsed again (`sqlite::rows::message_json`).
-    Spliced(String),
+    /// a whole, so not parsed again (`sqlite::rows::message_json`). The rows read together
+    /// are spliced into one text, one comma apart; this message is `range` of it.
+    Spliced {
+        text: Arc<String>,
+        range: Range<usize>,
+    },
 }
 
 impl MessageJson {
@@ -137,7 +142,21 @@ impl MessageJson {
         match self {
             MessageJson::Shared(json) => json.get(),
             MessageJson::Read(json) => json.get(),
-            MessageJson::Spliced(json) => json,
+            MessageJson::Spliced { text, range } => &text[range.clone()],
+        }
+    }
+
+    /// `next` spliced into the same text right after this one, one comma on: then the
+    /// two, and the comma, are written as one piece (`rpc::outgoing::Pieces::messages`).
+    pub fn join(&mut self, next: &MessageJson) -> bool {
+        match (self, next) {
+            (MessageJson::Spliced { text, range }, MessageJson::Spliced { text: next, range: after })
+                if Arc::ptr_eq(text, next) && after.start == range.end + 1 && text.as_bytes()[range.end] == b',' =>
+            {
+                range.end = after.end;
+                true
+            }
+            _ => false,
         }
     }
 }
@@ -147,8 +166,8 @@ impl serde::Serialize for MessageJson {
         match self {
             MessageJson::Shared(json) => json.serialize(serializer),
             MessageJson::Read(json) => json.serialize(serializer),
-            MessageJson::Spliced(json) => {
-                let raw: &RawValue = serde_json::from_str(json).map_err(serde::ser::Error::custom)?;
+            MessageJson::Spliced { .. } => {
+                let raw: &RawValue = serde_json::from_str(self.get()).map_err(serde::ser::Error::custom)?;
                 raw.serialize(serializer)
             }
         }

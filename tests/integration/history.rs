@@ -297,6 +297,7 @@ crate::every_store!(
     rewind_keeps_groups_whole,
     rewind_with_archive,
     images_by_reference,
+    a_long_history_reads_back_whole,
     compact_with_a_summary,
     compact_asks_the_host_to_summarize,
 );
@@ -393,6 +394,33 @@ fn images_by_reference(s: &mut Server) {
     s.fail("session/image", json!({"ref": data}), -32602);
     s.fail("session/history", json!({"session_id": "j", "images": "links"}), -32602);
     assert_eq!(s.call("session/get", json!({"session_id": "j"}))["message_count"], 3, "refused adds stored nothing");
+}
+
+/// A history longer than the texts the SQLite store splices rows into (1 MiB each), with
+/// a message with an image among them, reads back whole and in order, and so do its
+/// pages.
+fn a_long_history_reads_back_whole(s: &mut Server) {
+    let (_, data) = png(1000, 9);
+    s.call("session/create", json!({"session_id": "long"}));
+    let mut added = Vec::new();
+    for i in 0..12 {
+        let text = format!("{i}:{}", char::from(b'a' + i as u8).to_string().repeat(150_000));
+        let mut params = json!({"session_id": "long", "text": text});
+        if i == 7 {
+            params["images"] = json!([data]);
+        }
+        s.call("session/add_user", params);
+        added.push((text, i == 7));
+    }
+    let history = s.call("session/history", json!({"session_id": "long"}));
+    let messages = history["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), added.len());
+    for (message, (text, image)) in messages.iter().zip(&added) {
+        assert_eq!(message["content"], json!(text));
+        assert_eq!(message["images"], if *image { json!([data]) } else { Value::Null });
+    }
+    let page = s.call("session/history", json!({"session_id": "long", "offset": 5, "limit": 4}));
+    assert_eq!(page["messages"], json!(messages[5..9]));
 }
 
 /// Issue 14: a 1 MB image added 100 times is stored once, and `history` by reference

@@ -8,7 +8,6 @@ use sha2::{Digest, Sha256};
 use crate::error::{Error, Result};
 use crate::session::image::describe;
 use crate::session::{ForkPoint, Message, SessionInfo, role_name};
-use crate::store::MessageJson;
 pub use crate::store::sql::{SessionRow, parse_role};
 use crate::store::sqlite::errors::sql;
 use crate::store::sqlite::words;
@@ -131,15 +130,16 @@ pub fn message(row: &Row) -> rusqlite::Result<Message> {
     })
 }
 
-/// A message row as the JSON text `Message` serializes to (every field, in order), spliced
-/// from its columns, which hold JSON text already; `None` when the message has images,
-/// whose data is in `blobs`. Each column is checked to be one JSON value on one line
-/// before it is handed out, so a damaged row cannot break a reply or its framing; the
-/// rest of the text is written here, so the whole is not parsed again.
-pub fn message_json(row: &Row) -> rusqlite::Result<Option<MessageJson>> {
+/// Appends to `out` a message row as the JSON text `Message` serializes to (every field,
+/// in order), spliced from its columns, which hold JSON text already; appends nothing and
+/// returns false when the message has images, whose data is in `blobs`. Each column is
+/// checked to be one JSON value on one line before it is written, so a damaged row cannot
+/// break a reply or its framing; the rest of the text is written here, so the whole is
+/// not parsed again.
+pub fn message_json(row: &Row, out: &mut String) -> rusqlite::Result<bool> {
     use rusqlite::types::ValueRef;
     if !matches!(row.get_ref(6)?, ValueRef::Null) {
-        return Ok(None);
+        return Ok(false);
     }
     let text = |i: usize| -> rusqlite::Result<Option<&str>> {
         match row.get_ref(i)? {
@@ -172,7 +172,7 @@ pub fn message_json(row: &Row) -> rusqlite::Result<Option<MessageJson>> {
     // text is written without growing.
     let columns =
         [Some(id), Some(role), content, name, tool_call_id, tool_calls, metadata, native, usage, Some(created_at)];
-    let mut out = String::with_capacity(192 + columns.iter().map(|c| c.map_or(4, str::len)).sum::<usize>());
+    out.reserve(192 + columns.iter().map(|c| c.map_or(4, str::len)).sum::<usize>());
     let string = |out: &mut String, s: Option<&str>| match s {
         Some(s) if !s.bytes().any(needs_escape) => {
             out.push('"');
@@ -184,27 +184,27 @@ pub fn message_json(row: &Row) -> rusqlite::Result<Option<MessageJson>> {
     };
     let raw = |out: &mut String, s: Option<&str>| out.push_str(s.unwrap_or("null"));
     out.push_str(r#"{"id":"#);
-    string(&mut out, Some(id));
+    string(out, Some(id));
     out.push_str(r#","role":"#);
-    string(&mut out, Some(role));
+    string(out, Some(role));
     out.push_str(r#","content":"#);
-    raw(&mut out, content);
+    raw(out, content);
     out.push_str(r#","name":"#);
-    string(&mut out, name);
+    string(out, name);
     out.push_str(r#","tool_call_id":"#);
-    string(&mut out, tool_call_id);
+    string(out, tool_call_id);
     out.push_str(r#","tool_calls":"#);
-    raw(&mut out, tool_calls);
+    raw(out, tool_calls);
     out.push_str(r#","images":null,"metadata":"#);
-    raw(&mut out, metadata);
+    raw(out, metadata);
     out.push_str(r#","native":"#);
-    raw(&mut out, native);
+    raw(out, native);
     out.push_str(r#","usage":"#);
-    raw(&mut out, usage);
+    raw(out, usage);
     out.push_str(r#","created_at":"#);
-    string(&mut out, Some(created_at));
+    string(out, Some(created_at));
     out.push('}');
-    Ok(Some(MessageJson::Spliced(out)))
+    Ok(true)
 }
 
 /// What a JSON string cannot hold unescaped (serde_json escapes exactly these).
@@ -354,11 +354,14 @@ mod tests {
     use super::*;
     use crate::session::Role;
 
-    fn spliced(values: [Option<&str>; 11]) -> rusqlite::Result<Option<MessageJson>> {
+    fn spliced(values: [Option<&str>; 11]) -> rusqlite::Result<Option<String>> {
         let conn = Connection::open_in_memory().unwrap();
         conn.execute_batch(&format!("CREATE TABLE messages ({MESSAGE_COLUMNS})")).unwrap();
         conn.execute("INSERT INTO messages VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)", values).unwrap();
-        conn.query_row(&format!("SELECT {MESSAGE_COLUMNS} FROM messages"), [], message_json)
+        let mut out = String::new();
+        let written =
+            conn.query_row(&format!("SELECT {MESSAGE_COLUMNS} FROM messages"), [], |row| message_json(row, &mut out))?;
+        Ok(written.then_some(out))
     }
 
     fn stored(m: &Message) -> [Option<String>; 11] {
@@ -389,7 +392,7 @@ mod tests {
         for m in [full, tool, Message::new(Role::User, "hi".into())] {
             let row = stored(&m);
             let text = spliced(row.each_ref().map(Option::as_deref)).unwrap().expect("no images");
-            assert_eq!(text.get(), serde_json::to_string(&m).unwrap());
+            assert_eq!(text, serde_json::to_string(&m).unwrap());
         }
     }
 
@@ -432,7 +435,7 @@ mod tests {
             let mut row = stored(&m);
             row[column] = Some(fine.into());
             let text = spliced(row.each_ref().map(Option::as_deref)).unwrap().expect("no images");
-            let parsed: Value = serde_json::from_str(text.get()).unwrap();
+            let parsed: Value = serde_json::from_str(&text).unwrap();
             assert_eq!(parsed[member], serde_json::from_str::<Value>(fine).unwrap(), "{fine:?}");
         }
     }

@@ -2,6 +2,9 @@
 //! connection: each a cached prepared statement, run at once (SQLite never makes a step
 //! wait, so `store::sql::run_now` completes every body in one poll).
 
+use std::ops::Range;
+use std::sync::Arc;
+
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::Result;
@@ -157,7 +160,9 @@ impl Tx for Lite<'_> {
         Ok(out)
     }
 
-    /// Spliced from the row's columns where it has no images (`rows::message_json`).
+    /// Spliced from the rows' columns where they have no images (`rows::message_json`),
+    /// into texts of about `SPLICED` bytes each, so that a reply writes a long history in
+    /// a few pieces, and no message is an allocation of its own.
     async fn messages_json(&self, segment: i64, lo: u64, hi: u64) -> Result<Vec<MessageJson>> {
         let mut stmt = self
             .conn
@@ -167,17 +172,31 @@ impl Tx for Lite<'_> {
             .map_err(sql)?;
         let mut found = stmt.query(rows::places(segment, lo, hi)?).map_err(sql)?;
         let mut out = Vec::new();
+        // The spliced text being written, and the messages' places in it.
+        let (mut text, mut ranges) = (String::new(), Vec::new());
+        let capacity = (hi.saturating_sub(lo) as usize).saturating_mul(1024).min(SPLICED + SPLICED / 8);
         while let Some(row) = found.next().map_err(sql)? {
-            let json = match rows::message_json(row).map_err(sql)? {
-                Some(json) => json,
-                None => {
-                    let mut message = rows::message(row).map_err(sql)?;
-                    rows::load_images(self.conn, &mut message)?;
-                    message_json(&message)?
+            if text.capacity() == 0 {
+                text.reserve(capacity);
+            }
+            let start = text.len() + usize::from(!text.is_empty());
+            if !text.is_empty() {
+                text.push(',');
+            }
+            if rows::message_json(row, &mut text).map_err(sql)? {
+                ranges.push(start..text.len());
+                if text.len() >= SPLICED {
+                    spliced(&mut out, &mut text, &mut ranges);
                 }
-            };
-            out.push(json);
+            } else {
+                text.truncate(start.saturating_sub(1));
+                spliced(&mut out, &mut text, &mut ranges);
+                let mut message = rows::message(row).map_err(sql)?;
+                rows::load_images(self.conn, &mut message)?;
+                out.push(message_json(&message)?);
+            }
         }
+        spliced(&mut out, &mut text, &mut ranges);
         Ok(out)
     }
 
@@ -262,5 +281,16 @@ impl Tx for Lite<'_> {
 
     fn carry(&self, appending: Appending) {
         commit::carry(appending)
+    }
+}
+
+/// About how long each text is that `messages_json` splices rows into.
+const SPLICED: usize = 1 << 20;
+
+/// Hands out the messages spliced into `text` so far, leaving both empty.
+fn spliced(out: &mut Vec<MessageJson>, text: &mut String, ranges: &mut Vec<Range<usize>>) {
+    if !ranges.is_empty() {
+        let text = Arc::new(std::mem::take(text));
+        out.extend(ranges.drain(..).map(|range| MessageJson::Spliced { text: text.clone(), range }));
     }
 }
