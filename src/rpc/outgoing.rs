@@ -13,9 +13,8 @@ use crate::store::MessageJson;
 
 /// The longest result copied into its reply's head rather than written as a part.
 const INLINE_MAX: usize = 64 * 1024;
-/// A message text at least this long is handed to the writer as it is kept, which copies
-/// it only once, into what it writes (or writes a long one from where it lies); a
-/// shorter one is copied here, which costs less than a part of its own.
+/// A message text at least this long is written from where the store keeps it; a
+/// shorter one is copied, which costs less than one more slice for the kernel to walk.
 const SHARE_MIN: usize = 512;
 
 /// A method's outcome: its result's JSON text in pieces (`Pieces`), or its error.

@@ -21,11 +21,6 @@ use crate::store::MessageJson;
 const QUEUE: usize = 1024;
 /// How many bytes of queued frames go out in one write.
 const COALESCE: usize = 1 << 20;
-/// A part at least this long is written from where it lies; a shorter one is copied into
-/// the batch's buffer. A slice costs the kernel about what copying a few hundred bytes
-/// does (it imports and walks each one), so a history of 1 KB messages written as one
-/// slice each spent more in `writev` than in copying.
-const SLICE_MIN: usize = 16 * 1024;
 
 /// A piece of one JSON message to write.
 #[derive(Debug)]
@@ -150,14 +145,14 @@ pub fn spawn(sink: Sink, framing: Arc<FramingCell>) -> io::Result<(Outbox, Write
     Ok((Outbox { tx }, writer))
 }
 
-/// Everything queued right now, framed: `frame` holds the framing and the short parts,
-/// and each long part (`SLICE_MIN`) goes between the bytes of `frame` before and after
-/// the offset it is listed at. `holds` keeps the replies' shares of the output budget
-/// until it is all written.
+/// Everything queued right now, framed: `frame` holds the framing and the text parts,
+/// and each shared part goes between the bytes of `frame` before and after the offset
+/// it is listed at. `holds` keeps the replies' shares of the output
+/// budget until it is all written.
 #[derive(Default)]
 struct Batch {
     frame: Vec<u8>,
-    long: Vec<(usize, Part)>,
+    shared: Vec<(usize, MessageJson)>,
     holds: Vec<Hold>,
 }
 
@@ -170,9 +165,9 @@ impl Batch {
             framing.open(reply.len, &mut self.frame);
             self.frame.extend_from_slice(reply.head.as_bytes());
             for part in reply.parts {
-                match part.text().len() >= SLICE_MIN {
-                    true => self.long.push((self.frame.len(), part)),
-                    false => self.frame.extend_from_slice(part.text().as_bytes()),
+                match part {
+                    Part::Shared(json) => self.shared.push((self.frame.len(), json)),
+                    part => self.frame.extend_from_slice(part.text().as_bytes()),
                 }
             }
             framing.close(&mut self.frame);
@@ -184,11 +179,11 @@ impl Batch {
 
     /// The bytes to write, in order.
     fn slices(&self) -> Vec<IoSlice<'_>> {
-        let mut slices = Vec::with_capacity(2 * self.long.len() + 1);
+        let mut slices = Vec::with_capacity(2 * self.shared.len() + 1);
         let mut from = 0;
-        for (at, part) in &self.long {
+        for (at, json) in &self.shared {
             slices.push(IoSlice::new(&self.frame[from..*at]));
-            slices.push(IoSlice::new(part.text().as_bytes()));
+            slices.push(IoSlice::new(json.get().as_bytes()));
             from = *at;
         }
         slices.push(IoSlice::new(&self.frame[from..]));
@@ -196,7 +191,7 @@ impl Batch {
     }
 
     fn written(&mut self) {
-        self.long.clear();
+        self.shared.clear();
         self.holds.clear();
     }
 }
@@ -220,7 +215,7 @@ fn spawn_thread(
     framing: Arc<FramingCell>,
 ) -> io::Result<Writer> {
     let thread = std::thread::Builder::new().name("convo-writer".into()).spawn(move || {
-        // A file or terminal: without a buffer, each long part would be a write of its own.
+        // A file or terminal: without a buffer, each shared part would be a write of its own.
         let mut out = io::BufWriter::with_capacity(COALESCE, output);
         let mut batch = Batch::default();
         let mut broken = false;
@@ -262,24 +257,19 @@ mod tests {
 
     #[test]
     fn replies_queued_together_go_out_framed_in_order() {
-        let long = format!("\"{}\"", "x".repeat(SLICE_MIN));
         let parts =
-            || vec![Part::Static("["), shared(&long), Part::Static(","), shared("[2]"), Part::Text("]}".into())];
-        let body = format!("{{\"r\":[{long},[2]]}}");
+            || vec![Part::Static("["), shared(r#"{"a":1}"#), Part::Static(","), shared("[2]"), Part::Text("]}".into())];
         for (framing, expected) in [
             (
                 Framing::Lsp,
-                format!(
-                    "Content-Length: {}\r\n\r\n{body}Content-Length: 4\r\n\r\n\"ok\"Content-Length: 2\r\n\r\n{{}}",
-                    body.len()
-                ),
+                "Content-Length: 19\r\n\r\n{\"r\":[{\"a\":1},[2]]}Content-Length: 4\r\n\r\n\"ok\"Content-Length: 2\r\n\r\n{}",
             ),
-            (Framing::Ndjson, format!("{body}\n\"ok\"\n{{}}\n")),
+            (Framing::Ndjson, "{\"r\":[{\"a\":1},[2]]}\n\"ok\"\n{}\n"),
         ] {
             let (outbox, mut rx) = Outbox::channel();
             let cell = FramingCell::new(Some(framing));
             let first = Reply::new(r#"{"r":"#.into(), parts());
-            assert_eq!(first.len(), body.len());
+            assert_eq!(first.len(), 19);
             let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
             runtime.block_on(async {
                 outbox.send(String::from("\"ok\"")).await;
@@ -288,10 +278,9 @@ mod tests {
             let mut batch = Batch::default();
             batch.fill(first, &mut rx, &cell);
             assert_eq!(written(&batch), expected, "{framing:?}");
-            assert_eq!(batch.long.len(), 1, "the long part is not copied, the short ones are");
-            assert_eq!(batch.slices().len(), 3);
+            assert_eq!(batch.shared.len(), 2, "shared parts are not copied");
             batch.written();
-            assert!(batch.long.is_empty());
+            assert!(batch.shared.is_empty());
         }
     }
 
