@@ -263,6 +263,15 @@ mod tests {
         let lengths: Vec<usize> = parts.iter().map(|p| p.text().len()).collect();
         assert_eq!(lengths, [1, 2 * n + 1, 6, n, 1], "the first two in one piece, shared");
         assert!(matches!(parts[1], Part::Shared(_)) && matches!(parts[3], Part::Shared(_)));
+        // One byte apart, but not a comma: two pieces, and the comma written between them.
+        let text = std::sync::Arc::new(format!("{};{}", long("a"), long("b")));
+        let (mut first, second) = (
+            MessageJson::Spliced { text: text.clone(), range: 0..n },
+            MessageJson::Spliced { text: text.clone(), range: n + 1..2 * n + 1 },
+        );
+        assert!(!first.join(&second));
+        let parts = write(usize::MAX, |pieces| pieces.messages(vec![first, second])).unwrap();
+        assert_eq!(parts.iter().map(Part::text).collect::<String>(), format!("[{},{}]", long("a"), long("b")));
     }
 
     #[test]

@@ -151,7 +151,9 @@ impl MessageJson {
     pub fn join(&mut self, next: &MessageJson) -> bool {
         match (self, next) {
             (MessageJson::Spliced { text, range }, MessageJson::Spliced { text: next, range: after })
-                if Arc::ptr_eq(text, next) && after.start == range.end + 1 && text.as_bytes()[range.end] == b',' =>
+                if Arc::ptr_eq(text, next)
+                    && after.start == range.end + 1
+                    && text.as_bytes().get(range.end) == Some(&b',') =>
             {
                 range.end = after.end;
                 true

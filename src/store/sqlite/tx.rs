@@ -172,13 +172,15 @@ impl Tx for Lite<'_> {
             .map_err(sql)?;
         let mut found = stmt.query(rows::places(segment, lo, hi)?).map_err(sql)?;
         let mut out = Vec::new();
-        // The spliced text being written, and the messages' places in it.
-        let (mut text, mut ranges) = (String::new(), Vec::new());
-        let capacity = (hi.saturating_sub(lo) as usize).saturating_mul(1024).min(SPLICED + SPLICED / 8);
+        // The spliced text being written, the messages' places in it, and the rows read.
+        let (mut text, mut ranges, mut read) = (String::new(), Vec::new(), 0u64);
         while let Some(row) = found.next().map_err(sql)? {
             if text.capacity() == 0 {
-                text.reserve(capacity);
+                // Room for the rows left at 1 KB each, up to one text's worth.
+                let left = hi.saturating_sub(lo).saturating_sub(read) as usize;
+                text.reserve(left.saturating_mul(1024).min(SPLICED + SPLICED / 8));
             }
+            read += 1;
             let start = text.len() + usize::from(!text.is_empty());
             if !text.is_empty() {
                 text.push(',');
