@@ -69,14 +69,14 @@ pub struct TrimParams {
     model: Option<String>,
     #[serde(default)]
     thinking: Option<bool>,
-    #[serde(default)]
-    store: Option<bool>,
+    #[serde(default, rename = "store")]
+    provider_store: Option<bool>,
     #[serde(default)]
     expected_revision: Option<u64>,
 }
 
 pub async fn trim(ctx: Arc<Ctx>, p: TrimParams, _: Arc<Call>) -> Result<Trimmed> {
-    let counted = (p.format.unwrap_or(COUNT_FORMAT), options(p.model, p.thinking, p.store));
+    let counted = (p.format.unwrap_or(COUNT_FORMAT), options(p.model, p.thinking, p.provider_store));
     ctx.ops.trim(p.session_id.as_str(), p.max_turns, p.max_tokens, counted, p.expected_revision).await
 }
 

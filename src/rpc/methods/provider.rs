@@ -17,9 +17,11 @@ use crate::session::export::{Format, Options, Violation};
 use crate::session::image::Images;
 
 /// The options every method that builds a body takes (spec section 13). (Spelled out in
-/// each params struct: serde's `flatten` cannot read numbers kept exactly.)
-pub(super) fn options(model: Option<String>, thinking: Option<bool>, store: Option<bool>) -> Options {
-    Options { fix: false, model, thinking, store }
+/// each params struct: serde's `flatten` cannot read numbers kept exactly.) `store` is
+/// the provider's option (OpenAI's: keep the response on its side), named
+/// `provider_store` in the params structs so that it reads as no handle on our stores.
+pub(super) fn options(model: Option<String>, thinking: Option<bool>, provider_store: Option<bool>) -> Options {
+    Options { fix: false, model, thinking, store: provider_store }
 }
 
 #[derive(Deserialize)]
@@ -34,12 +36,12 @@ pub struct ExportParams {
     model: Option<String>,
     #[serde(default)]
     thinking: Option<bool>,
-    #[serde(default)]
-    store: Option<bool>,
+    #[serde(default, rename = "store")]
+    provider_store: Option<bool>,
 }
 
 pub async fn export(ctx: Arc<Ctx>, p: ExportParams, _: Arc<Call>) -> Result<Shown<Exported>> {
-    let options = options(p.model, p.thinking, p.store);
+    let options = options(p.model, p.thinking, p.provider_store);
     let exported = ctx.ops.export(p.session_id.as_str(), p.format, p.repair.unwrap_or(REPAIR), options).await?;
     Shown::with_images(exported, p.images, |v| refs_in_payload(&mut v["payload"]))
 }
@@ -59,8 +61,8 @@ pub struct ValidateParams {
     model: Option<String>,
     #[serde(default)]
     thinking: Option<bool>,
-    #[serde(default)]
-    store: Option<bool>,
+    #[serde(default, rename = "store")]
+    provider_store: Option<bool>,
 }
 
 #[derive(Serialize, Clone)]
@@ -69,7 +71,7 @@ pub struct Validated {
 }
 
 pub async fn validate(ctx: Arc<Ctx>, p: ValidateParams, _: Arc<Call>) -> Result<Validated> {
-    let options = options(p.model, p.thinking, p.store);
+    let options = options(p.model, p.thinking, p.provider_store);
     Ok(Validated { violations: ctx.ops.validate(p.session_id.as_str(), p.format, options).await? })
 }
 
@@ -82,8 +84,8 @@ pub struct CountParams {
     model: Option<String>,
     #[serde(default)]
     thinking: Option<bool>,
-    #[serde(default)]
-    store: Option<bool>,
+    #[serde(default, rename = "store")]
+    provider_store: Option<bool>,
 }
 
 #[derive(Serialize, Clone)]
@@ -93,6 +95,6 @@ pub struct Counted {
 
 pub async fn count_tokens(ctx: Arc<Ctx>, p: CountParams, _: Arc<Call>) -> Result<Counted> {
     let format = p.format.unwrap_or(COUNT_FORMAT);
-    let options = options(p.model, p.thinking, p.store);
+    let options = options(p.model, p.thinking, p.provider_store);
     Ok(Counted { tokens: ctx.ops.count_tokens(p.session_id.as_str(), format, options).await? })
 }

@@ -172,26 +172,26 @@ impl Tx for Lite<'_> {
             .map_err(sql)?;
         let mut found = stmt.query(rows::places(segment, lo, hi)?).map_err(sql)?;
         let mut out = Vec::new();
-        // The spliced text being written, the messages' places in it, and the rows read.
-        let (mut text, mut ranges, mut read) = (String::new(), Vec::new(), 0u64);
+        // The spliced text being written, and the messages' places in it.
+        let (mut text, mut ranges) = (String::new(), Vec::new());
         while let Some(row) = found.next().map_err(sql)? {
             if text.capacity() == 0 {
                 // Room for the rows left at 1 KB each, up to one text's worth.
-                let left = hi.saturating_sub(lo).saturating_sub(read) as usize;
+                let left = (hi.saturating_sub(lo) as usize).saturating_sub(out.len() + ranges.len());
                 text.reserve(left.saturating_mul(1024).min(SPLICED + SPLICED / 8));
             }
-            read += 1;
-            let start = text.len() + usize::from(!text.is_empty());
-            if !text.is_empty() {
+            let end = text.len();
+            if end > 0 {
                 text.push(',');
             }
+            let start = text.len();
             if rows::message_json(row, &mut text).map_err(sql)? {
                 ranges.push(start..text.len());
                 if text.len() >= SPLICED {
                     spliced(&mut out, &mut text, &mut ranges);
                 }
             } else {
-                text.truncate(start.saturating_sub(1));
+                text.truncate(end);
                 spliced(&mut out, &mut text, &mut ranges);
                 let mut message = rows::message(row).map_err(sql)?;
                 rows::load_images(self.conn, &mut message)?;
