@@ -477,3 +477,123 @@ fn a_writer_sees_what_another_process_did_between_its_appends() {
     assert_eq!(third.iter().map(index).collect::<Vec<_>>(), [4, 5]);
     assert_eq!(two.call("session/get", json!({"session_id": "t"}))["revision"], history["revision"]);
 }
+
+/// psql, fed statements one at a time: a transaction the test holds open.
+struct Psql {
+    child: std::process::Child,
+    input: std::process::ChildStdin,
+    output: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Psql {
+    fn start(url: &str) -> Psql {
+        let mut child = Command::new("psql")
+            .args([url, "-XAtq", "-v", "ON_ERROR_STOP=1"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("psql");
+        let (input, output) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+        Psql { child, input, output: std::io::BufReader::new(output) }
+    }
+
+    fn send(&mut self, sql: &str) {
+        use std::io::Write as _;
+        writeln!(self.input, "{sql}").and_then(|()| self.input.flush()).expect("psql's input");
+    }
+
+    /// The next line psql prints.
+    fn line(&mut self) -> String {
+        use std::io::BufRead as _;
+        let mut line = String::new();
+        self.output.read_line(&mut line).expect("psql's output");
+        line.trim_end().to_owned()
+    }
+
+    /// Ends its input; whether every statement succeeded.
+    fn finish(self) -> bool {
+        let Psql { mut child, input, .. } = self;
+        drop(input);
+        child.wait().expect("psql").success()
+    }
+}
+
+/// A write group that loses a deadlock to another transaction, one that waits for a row
+/// the group locked for an earlier write, commits what it did before that write and runs
+/// the write again in a transaction of its own: both go on. (Run again in the same
+/// transaction, the write only waited for that transaction again, lost again, and failed
+/// once its retries ran out.)
+///
+/// PostgreSQL looks for a deadlock once per wait, a second after it began, and the one
+/// that finds it is refused; so that it is convo's writer:
+/// 1. `holder` locks session `c`'s row, and `other` session `b`'s.
+/// 2. One batch appends to `a`, `c` and `b`: one group, on convo's one writer
+///    (`pool_max=2`). Its write to `a` locks `a`'s row; the one to `c` waits for `holder`.
+/// 3. `other` asks for `a`'s row and waits for the group; its look, a second later, finds
+///    no deadlock (the group waits for `holder`, which waits for nothing).
+/// 4. `holder` commits: the group's write to `b` waits for `other`, and the group's
+///    look finds the deadlock.
+#[test]
+fn a_write_group_that_loses_a_deadlock_commits_what_it_did_first() {
+    let Some(url) = postgres_url() else { return };
+    let direct = crate::harness::postgres_direct_url().unwrap();
+    let schema = fresh_schema();
+    let one_writer = format!("{url}{}pool_max=2", if url.contains('?') { '&' } else { '?' });
+    let mut s = Server::at(&Place::Postgres { url: one_writer, schema: schema.clone() }, Framing::Ndjson, &[]);
+    for id in ["a", "b", "c"] {
+        s.call("session/create", json!({"session_id": id}));
+    }
+    let waiting = || {
+        let sql = format!(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%{schema}.%'"
+        );
+        psql(&direct, &sql).parse::<usize>().unwrap()
+    };
+    let wait_for = |n: usize, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while waiting() < n {
+            assert!(Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let lock = |psql: &mut Psql, id: &str| {
+        psql.send(&format!("SELECT 'locked {id}' FROM {schema}.sessions WHERE session_id = '{id}' FOR UPDATE;"));
+    };
+    let (mut holder, mut other) = (Psql::start(&direct), Psql::start(&direct));
+    for (psql, id) in [(&mut holder, "c"), (&mut other, "b")] {
+        psql.send("BEGIN;");
+        lock(psql, id);
+        assert_eq!(psql.line(), format!("locked {id}"));
+    }
+
+    let add = |id: u64, session: &str| {
+        let params = json!({"session_id": session, "text": format!("to {session}")});
+        json!({"jsonrpc": "2.0", "id": id, "method": "session/add_user", "params": params})
+    };
+    let batch = json!([add(1, "a"), add(2, "c"), add(3, "b")]);
+    s.send_raw(&Framing::Ndjson.encode(batch.to_string().as_bytes()));
+    wait_for(1, "the write to `c` never waited for `holder`");
+    // Then commits, as soon as it has `a`.
+    lock(&mut other, "a");
+    other.send("COMMIT;");
+    wait_for(2, "`other` never waited for the group");
+    // `other`'s one look for a deadlock, a second into its wait, finds none.
+    std::thread::sleep(Duration::from_secs(3));
+    holder.send("COMMIT;");
+
+    let replies = s.recv();
+    let replies = replies.as_array().expect("the batch's replies");
+    assert_eq!(replies.len(), 3);
+    for reply in replies {
+        assert!(reply.get("result").is_some(), "{reply}");
+    }
+    assert_eq!(other.line(), "locked a", "`other` got `a` once the group's first writes committed");
+    assert!(other.finish(), "`other` committed");
+    assert!(holder.finish());
+    for session in ["a", "b", "c"] {
+        let h = s.call("session/history", json!({"session_id": session}));
+        assert_eq!(h["messages"].as_array().unwrap().len(), 1, "{h}");
+        assert_eq!(h["messages"][0]["content"], format!("to {session}"));
+    }
+    s.finish();
+}

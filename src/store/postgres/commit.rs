@@ -13,8 +13,11 @@
 //! running SERIALIZABLE: writers of different sessions never wait for each other, writers
 //! of one session queue on its row, and nothing is refused for a conflict that did not
 //! happen. Two groups that lock the same rows in opposite orders can deadlock; PostgreSQL
-//! then fails one statement, and that job alone is rolled back to its savepoint and run
-//! again, so the others in its group are not lost.
+//! then fails one statement, and that job alone is rolled back to its savepoint. Run again
+//! in the same transaction, it would wait again for the other, which waits for rows this
+//! transaction locked for the jobs before it: so those jobs commit first, and the job and
+//! those after it go on in the next transaction. A job first in its transaction holds no
+//! such rows, and is run again where it is.
 
 use std::collections::VecDeque;
 use std::hash::{BuildHasher as _, RandomState};
@@ -120,7 +123,10 @@ async fn run(
             }
         }
         last = group.len();
-        commit_group(&connections, &schema, &opening, &carry, group).await;
+        let mut left: VecDeque<Queued> = group.into();
+        while !left.is_empty() {
+            left = commit_group(&connections, &schema, &opening, &carry, left).await;
+        }
         // The change table keeps ten minutes of changes; whoever writes removes older ones.
         if pruned.elapsed() >= PRUNE_EVERY {
             pruned = Instant::now();
@@ -139,14 +145,24 @@ pub fn lost_a_race(e: &Error) -> bool {
     matches!(e, Error::StorageUnavailable(m) if m.ends_with("(40P01)") || m.ends_with("(40001)"))
 }
 
-async fn commit_group(connections: &Connections, schema: &str, opening: &str, carry: &Carry, group: Vec<Queued>) {
+/// Applies the jobs of `pending` in one transaction and answers them once it ended.
+/// Returns the jobs it left for a transaction of their own: those after a job that lost a
+/// deadlock to a transaction waiting for a row this one locked before that job (run again
+/// in this transaction, the job would only wait for that transaction again).
+async fn commit_group(
+    connections: &Connections,
+    schema: &str,
+    opening: &str,
+    carry: &Carry,
+    mut pending: VecDeque<Queued>,
+) -> VecDeque<Queued> {
     let db = match connections.begin(opening).await {
         Ok(db) => db,
         Err(e) => {
-            for job in group {
+            for job in pending {
                 let _ = job.reply.send(Err(e.clone()));
             }
-            return;
+            return VecDeque::new();
         }
     };
     // Each step ends the last job's savepoint and opens the next one in one round trip
@@ -155,8 +171,8 @@ async fn commit_group(connections: &Connections, schema: &str, opening: &str, ca
     let mut step = String::new();
     let statements = Statements::default();
     let pg = Pg::in_group(&db, schema, carry, &statements);
-    let mut done = Vec::with_capacity(group.len());
-    let mut pending: VecDeque<Queued> = group.into();
+    let mut done = Vec::with_capacity(pending.len());
+    let mut later = VecDeque::new();
     // How many jobs at the front of `pending` are to be applied one by one.
     let mut alone = 0;
     let mut broken: Option<Error> = None;
@@ -220,6 +236,12 @@ async fn commit_group(connections: &Connections, schema: &str, opening: &str, ca
             carry.settle(outcome.is_ok());
             let close = if outcome.is_ok() { "RELEASE job" } else { "ROLLBACK TO job; RELEASE job" };
             match outcome {
+                // What this transaction did so far commits, and frees the rows the other
+                // waits for; the job and those after it start the next transaction.
+                Err(e) if lost_a_race(&e) && !done.is_empty() => {
+                    step = next_step(close, true);
+                    break Err(e);
+                }
                 Err(e) if lost_a_race(&e) && attempt < RETRIES => {
                     attempt += 1;
                     tokio::time::sleep(Duration::from_millis(1 << attempt.min(6))).await;
@@ -231,7 +253,15 @@ async fn commit_group(connections: &Connections, schema: &str, opening: &str, ca
                 }
             }
         };
-        done.push((job.reply, outcome));
+        match outcome {
+            Err(e) if lost_a_race(&e) && !done.is_empty() => {
+                tracing::debug!(error = %e, "a write lost a deadlock; committing the writes before it first");
+                later = std::mem::take(&mut pending);
+                later.push_front(job);
+                break;
+            }
+            outcome => done.push((job.reply, outcome)),
+        }
     }
     // Before the transaction ends: no prepared statement may outlive it.
     statements.close();
@@ -251,6 +281,7 @@ async fn commit_group(connections: &Connections, schema: &str, opening: &str, ca
         };
         let _ = reply.send(outcome);
     }
+    later
 }
 
 /// The appends to `session` queued after one to it, taken out of `pending`: jobs of
