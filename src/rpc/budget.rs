@@ -77,6 +77,13 @@ impl Budget {
         self.waiting.clone().try_acquire_owned().ok()
     }
 
+    /// A place to run in, if one is free and the output budget has room now.
+    pub fn try_start(&self) -> Option<Hold> {
+        let place = self.running.clone().try_acquire_owned().ok()?;
+        drop(self.output.try_acquire().ok()?);
+        Some(place)
+    }
+
     /// Waits for a place to run in and for room in the output budget (behind every
     /// reply already waiting for room).
     pub async fn start(&self) -> Option<Hold> {

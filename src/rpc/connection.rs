@@ -2,12 +2,14 @@
 //! malformed, hands each call to its executor (`execute::Run`: its method's work, in its
 //! session's order and within the byte budget), and keeps the lifecycle (`shutdown`,
 //! `exit`, end of input). A call whose work finishes when first polled (an append to the
-//! memory store, say) is answered right here, without a task of its own.
+//! memory store, say) is answered right here, without a task of its own; one that runs
+//! inline and finds nothing else running (`Connection::at_once`) also takes no place in
+//! the order and no entry for `$/cancelRequest` unless its work waits.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
-use std::task::Poll;
+use std::task::{Context, Poll, Waker};
 
 use futures_util::FutureExt as _;
 use futures_util::future::{BoxFuture, join_all, ready};
@@ -19,16 +21,16 @@ use tokio_util::sync::CancellationToken;
 use crate::lock;
 use crate::ops::Call;
 use crate::pool::Pool;
-use crate::rpc::budget::Budget;
+use crate::rpc::budget::{Budget, Hold};
 use crate::rpc::envelope::{Element, Frame, classify};
 use crate::rpc::error::{
     INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, batch_too_large, plain, too_large,
 };
-use crate::rpc::execute::{Run, Stop, release};
+use crate::rpc::execute::{Run, Stop, Turn, invoke, release};
 use crate::rpc::framing::Incoming;
-use crate::rpc::methods::{Effect, Order, Registry, Runs};
-use crate::rpc::order::{self, Sequencer, Stage};
-use crate::rpc::outgoing::{error_reply, with_id};
+use crate::rpc::methods::{Effect, Handler, Order, Registry, Runs};
+use crate::rpc::order::{self, Sequencer, Stage, Started};
+use crate::rpc::outgoing::{Outcome, error_reply, with_id};
 use crate::rpc::peer::Peer;
 use crate::rpc::stdio::Input;
 use crate::rpc::writer::{Outbox, Reply};
@@ -145,7 +147,7 @@ impl Connection {
                 self.peer.delta(params).await;
                 return;
             }
-            Frame::Single(element) => match self.element(element) {
+            Frame::Single(element) => match self.element(element, true) {
                 Some(pending) => pending,
                 None => return,
             },
@@ -158,7 +160,7 @@ impl Connection {
                 let mut calls = Vec::new();
                 for element in elements {
                     let sheddable = self.sheddable(&element);
-                    if let Some(call) = self.element(element) {
+                    if let Some(call) = self.element(element, false) {
                         calls.push(call.map(move |reply| reply.map(|r| (r, sheddable))));
                     }
                     if self.exit_code.is_some() {
@@ -176,9 +178,8 @@ impl Connection {
                 .boxed()
             }
         };
-        let permit = self.in_flight.clone().acquire_owned().await;
         // Polled once here: what is done at once, and fits the output budget now, is
-        // answered without a task.
+        // answered without a task (and was never in flight).
         let pending = match std::future::poll_fn(|cx| Poll::Ready(pending.as_mut().poll(cx))).await {
             Poll::Ready(None) => return,
             Poll::Ready(Some(reply)) => match self.budget.try_output(reply.len()) {
@@ -191,6 +192,7 @@ impl Connection {
             },
             Poll::Pending => pending,
         };
+        let permit = self.in_flight.clone().acquire_owned().await;
         let (outbox, budget) = (self.outbox.clone(), self.budget.clone());
         tokio::spawn(async move {
             if let Some(reply) = pending.await {
@@ -215,8 +217,9 @@ impl Connection {
     }
 
     /// Starts one element of a frame: takes its place in the session order now, and
-    /// returns what will produce its reply.
-    fn element(&mut self, element: Element<'_>) -> Option<Pending> {
+    /// returns what will produce its reply. `alone`: the frame holds only this element,
+    /// and what is returned is polled before the next frame is read.
+    fn element(&mut self, element: Element<'_>, alone: bool) -> Option<Pending> {
         match element {
             Element::Invalid { id, why } => {
                 let reply =
@@ -229,11 +232,11 @@ impl Connection {
                 }
                 None
             }
-            Element::Call { id, method, params } => self.call(id.map(|id| id.get().to_owned()), &method, params),
+            Element::Call { id, method, params } => self.call(id.map(|id| id.get().to_owned()), &method, params, alone),
         }
     }
 
-    fn call(&mut self, id: Option<String>, method: &str, params: Option<&RawValue>) -> Option<Pending> {
+    fn call(&mut self, id: Option<String>, method: &str, params: Option<&RawValue>, alone: bool) -> Option<Pending> {
         if method == "exit" {
             self.exit_code = Some(if self.shutting_down { 0 } else { 1 });
             return None;
@@ -274,27 +277,22 @@ impl Connection {
         let spec = found.spec;
         if method == "shutdown" {
             self.shutting_down = true;
+        } else if alone && spec.runs == Runs::Inline && !self.one_at_a_time && self.sequencer.is_idle() {
+            if let Some(running) = self.budget.try_start() {
+                return Some(self.at_once(&found.handler, id, params, spec.order, running));
+            }
         }
         // One key no session id can be: every request after the one before.
         let (keys, stage) = match (self.one_at_a_time, spec.order) {
             (true, _) => (vec![String::new()], Stage::Done),
-            // A Gemini turn's calls may need ids numbered after the session's: it waits
-            // for the writes before it to land.
-            (false, Order::Append) if !params.is_some_and(|p| p.get().contains("\"gemini_contents\"")) => {
-                (order::keys(spec.order, params), Stage::Queued)
-            }
-            (false, order) => (order::keys(order, params), Stage::Done),
+            (false, order) => (order::keys(order, params), stage(order, params)),
         };
         let place = self.sequencer.enter(keys, stage);
         // An append lets the next append on its session start once its write is queued.
         let queued = (stage == Stage::Queued).then(|| place.on_queued());
         let cancel = CancellationToken::new();
         let turn = Arc::default();
-        let call = Arc::new(Call::new(cancel.clone(), release(&turn)));
-        // The handler parses the params of a method that runs inline now; it must not
-        // stop the connection, whatever they hold.
-        let work = std::panic::catch_unwind(AssertUnwindSafe(|| (found.handler)(params.map(RawValue::get), call)))
-            .unwrap_or_else(|_| ready(Err(plain(INTERNAL_ERROR, "internal error: the method panicked"))).boxed());
+        let work = start(&found.handler, params, Call::new(cancel.clone(), release(&turn)));
         if let Some(id) = &id {
             lock(&self.cancels).insert(id.clone(), cancel.clone());
         }
@@ -325,18 +323,55 @@ impl Connection {
                 drop(host_turn);
                 let id = id?;
                 lock(&cancels).remove(&id);
-                Some(match outcome {
-                    Ok(response) => with_id(&id, response, max),
-                    Err(Stop::Cancelled) => {
-                        error_reply(Some(&id), crate::Error::Cancelled { message_ids: Vec::new() }.into()).into()
-                    }
-                    Err(Stop::Panicked) => {
-                        error_reply(Some(&id), plain(INTERNAL_ERROR, "internal error: the method panicked")).into()
-                    }
-                })
+                Some(answer(&id, outcome, max))
             }
             .boxed(),
         )
+    }
+
+    /// Runs an inline call's work now, when no request holds a place: none is in its
+    /// way, and no later frame is read before this first poll. Work done on that poll (an
+    /// append to the memory store) never takes a place in the order, an entry for
+    /// `$/cancelRequest` or a task; work that waits takes them then, as if it had waited
+    /// for nothing, and goes on as `Run::run` would.
+    fn at_once(
+        &self,
+        handler: &Handler,
+        id: Option<String>,
+        params: Option<&RawValue>,
+        order: Order,
+        running: Hold,
+    ) -> Pending {
+        let (started, cancel, turn) = (Started::default(), CancellationToken::new(), Turn::default());
+        let stage = stage(order, params);
+        let on_queued = (stage == Stage::Queued).then(|| started.on_queued());
+        let work = start(handler, params, Call::new(cancel.clone(), release(&turn)));
+        let mut work = AssertUnwindSafe(invoke(work, on_queued)).catch_unwind().boxed();
+        let max = self.max_message_bytes;
+        // Polled again, with a waker that wakes, by whoever polls what this returns.
+        if let Poll::Ready(outcome) = work.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            drop(running);
+            return ready(id.map(|id| answer(&id, outcome.map_err(|_| Stop::Panicked), max))).boxed();
+        }
+        // Queued already, it waits for its commit in a place of its own (see `Run::run`).
+        let running = started.is_queued().then(|| self.budget.waiting()).flatten().unwrap_or(running);
+        *lock(&turn) = Some(self.sequencer.enter_started(order::keys(order, params), stage, started));
+        if let Some(id) = &id {
+            lock(&self.cancels).insert(id.clone(), cancel);
+        }
+        let cancels = self.cancels.clone();
+        async move {
+            let outcome = work.await.map_err(|_| Stop::Panicked);
+            let place = lock(&turn).take();
+            if let Some(mut place) = place {
+                place.finish_in_order().await;
+            }
+            drop(running);
+            let id = id?;
+            lock(&cancels).remove(&id);
+            Some(answer(&id, outcome, max))
+        }
+        .boxed()
     }
 
     /// `$/cancelRequest {id}`: ends the request it names, if it is still waiting or
@@ -352,6 +387,38 @@ impl Connection {
             token.cancel();
         }
         None
+    }
+}
+
+/// How far the request before an `order` request on its session must have gone for it to
+/// start: an append, only until its write is queued.
+fn stage(order: Order, params: Option<&RawValue>) -> Stage {
+    // A Gemini turn's calls may need ids numbered after the session's: it waits for the
+    // writes before it to land.
+    match order {
+        Order::Append if !params.is_some_and(|p| p.get().contains("\"gemini_contents\"")) => Stage::Queued,
+        _ => Stage::Done,
+    }
+}
+
+/// A method's work, made by its handler from the params. The handler parses the params
+/// of a method that runs inline now; it must not stop the connection, whatever they hold.
+fn start(handler: &Handler, params: Option<&RawValue>, call: Call) -> BoxFuture<'static, Outcome> {
+    let call = Arc::new(call);
+    std::panic::catch_unwind(AssertUnwindSafe(|| handler(params.map(RawValue::get), call)))
+        .unwrap_or_else(|_| ready(Err(plain(INTERNAL_ERROR, "internal error: the method panicked"))).boxed())
+}
+
+/// The reply to request `id`.
+fn answer(id: &str, outcome: Result<Outcome, Stop>, max: usize) -> Reply {
+    match outcome {
+        Ok(response) => with_id(id, response, max),
+        Err(Stop::Cancelled) => {
+            error_reply(Some(id), crate::Error::Cancelled { message_ids: Vec::new() }.into()).into()
+        }
+        Err(Stop::Panicked) => {
+            error_reply(Some(id), plain(INTERNAL_ERROR, "internal error: the method panicked")).into()
+        }
     }
 }
 
@@ -384,6 +451,64 @@ mod tests {
 
     use crate::rpc::stdio::Source;
 
+    /// Serves `frames` (one per line) with the methods of `registry` until the end of
+    /// input; the replies, in the order written.
+    async fn serve(registry: Registry, frames: &[&str]) -> Vec<String> {
+        let (outbox, mut out_rx) = Outbox::channel();
+        let limits = crate::rpc::Config {
+            framing: None,
+            max_message_bytes: 1024,
+            max_pending_bytes: 1 << 20,
+            one_at_a_time: false,
+        };
+        let connection = Connection::new(registry, outbox.clone(), Arc::new(Peer::new(outbox)), &limits);
+        let source = Source::Reader(Box::new(std::io::Cursor::new(frames.join("\n") + "\n")));
+        let input = Input::new(source, Decoder::new(FramingCell::new(None), 1024)).unwrap();
+        let ran = tokio::time::timeout(std::time::Duration::from_secs(20), connection.run(input)).await;
+        assert_eq!(ran, Ok(0), "every request was answered");
+        let mut replies = Vec::new();
+        while let Ok(reply) = out_rx.try_recv() {
+            replies.push(reply.into_string());
+        }
+        replies
+    }
+
+    /// The first request, with nothing else running, starts at once; its work waits, so
+    /// it takes its place then: the duplicate of its id is refused, `$/cancelRequest`
+    /// reaches it, and the next request on its session waits for it.
+    #[tokio::test]
+    async fn a_call_started_at_once_that_waits_takes_its_place_then() {
+        let method = |waits: bool| Method {
+            spec: Spec { order: Order::Session, runs: Runs::Inline, effect: Effect::Changes },
+            handler: Box::new(move |_, call: Arc<Call>| {
+                async move {
+                    if waits {
+                        call.cancel.cancelled().await;
+                        "saw the cancel".write(1024)
+                    } else {
+                        "after".write(1024)
+                    }
+                }
+                .boxed()
+            }),
+        };
+        let registry: Registry = [("waits", method(true)), ("next", method(false))].into_iter().collect();
+        let frames = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"waits","params":{"session_id":"s"}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"next","params":{"session_id":"s"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"next","params":{"session_id":"t"}}"#,
+            r#"{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":1}}"#,
+        ];
+        assert_eq!(
+            serve(registry, &frames).await,
+            [
+                r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"invalid request: the id 1 is already used by a request in flight"}}"#,
+                r#"{"jsonrpc":"2.0","id":1,"result":"saw the cancel"}"#,
+                r#"{"jsonrpc":"2.0","id":2,"result":"after"}"#,
+            ]
+        );
+    }
+
     #[tokio::test]
     async fn a_panicking_method_gets_32603_and_the_connection_goes_on() {
         let method = |panics: bool| Method {
@@ -396,21 +521,9 @@ mod tests {
                 .boxed()
             }),
         };
-        let (outbox, mut out_rx) = Outbox::channel();
-        let limits = crate::rpc::Config {
-            framing: None,
-            max_message_bytes: 1024,
-            max_pending_bytes: 1 << 20,
-            one_at_a_time: false,
-        };
         let registry: Registry = [("boom", method(true)), ("fine", method(false))].into_iter().collect();
-        let connection = Connection::new(registry, outbox.clone(), Arc::new(Peer::new(outbox)), &limits);
-        let frames =
-            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"boom\"}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"fine\"}\n";
-        let source = Source::Reader(Box::new(std::io::Cursor::new(frames)));
-        let input = Input::new(source, Decoder::new(FramingCell::new(None), 1024)).unwrap();
-        assert_eq!(connection.run(input).await, 0);
-        let mut replies = vec![out_rx.recv().await.unwrap().into_string(), out_rx.recv().await.unwrap().into_string()];
+        let frames = [r#"{"jsonrpc":"2.0","id":1,"method":"boom"}"#, r#"{"jsonrpc":"2.0","id":2,"method":"fine"}"#];
+        let mut replies = serve(registry, &frames).await;
         replies.sort();
         assert_eq!(
             replies,

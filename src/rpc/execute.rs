@@ -112,7 +112,7 @@ impl Run {
 
 /// Runs a method's work; `on_queued`, for an append, is called once the store has
 /// queued its write (`store::queued`).
-async fn invoke(work: BoxFuture<'static, Outcome>, on_queued: Option<Box<dyn FnOnce() + Send>>) -> Outcome {
+pub async fn invoke(work: BoxFuture<'static, Outcome>, on_queued: Option<Box<dyn FnOnce() + Send>>) -> Outcome {
     match on_queued {
         Some(hook) => crate::store::queued::scope(hook, work).await,
         None => work.await,

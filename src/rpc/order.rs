@@ -105,10 +105,22 @@ impl Sequencer {
     /// Takes the next place for `keys`, waiting for the requests before it on them to
     /// reach `stage` (`Queued` only for appends); must be called in the order requests
     /// arrive.
-    pub fn enter(self: &Arc<Self>, mut keys: Vec<String>, stage: Stage) -> Place {
+    pub fn enter(self: &Arc<Self>, keys: Vec<String>, stage: Stage) -> Place {
+        self.enter_started(keys, stage, Started::default())
+    }
+
+    /// Whether no request holds a place: one that entered now would wait for nothing.
+    pub fn is_idle(&self) -> bool {
+        lock(&self.state).running.is_empty()
+    }
+
+    /// `enter`, for a request that found the sequencer idle (`is_idle`) and started
+    /// before taking its place, no other having entered since; its write may be queued
+    /// already (`Started::on_queued`).
+    pub fn enter_started(self: &Arc<Self>, mut keys: Vec<String>, stage: Stage, started: Started) -> Place {
         keys.sort_unstable();
         keys.dedup();
-        let mine = Arc::new(Gate::default());
+        let mine = started.0;
         let mut state = lock(&self.state);
         let (mut before, mut previous) = (Vec::new(), None);
         if keys.is_empty() {
@@ -166,6 +178,23 @@ impl Place {
     pub fn on_queued(&self) -> Box<dyn FnOnce() + Send> {
         let mine = self.mine.clone();
         Box::new(move || mine.open(Stage::Queued))
+    }
+}
+
+/// The gate of a request that starts before it takes its place (`enter_started`).
+#[derive(Default)]
+pub struct Started(Arc<Gate>);
+
+impl Started {
+    /// What tells the requests after this one, once it has its place, that its write is
+    /// queued; it may be called before.
+    pub fn on_queued(&self) -> Box<dyn FnOnce() + Send> {
+        let mine = self.0.clone();
+        Box::new(move || mine.open(Stage::Queued))
+    }
+
+    pub fn is_queued(&self) -> bool {
+        self.0.is_open(Stage::Queued)
     }
 }
 
