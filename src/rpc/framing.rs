@@ -33,7 +33,20 @@ impl Framing {
     /// Appends what goes before a body of `length` bytes to `out`.
     pub fn open(self, length: usize, out: &mut Vec<u8>) {
         if self == Framing::Lsp {
-            out.extend_from_slice(format!("Content-Length: {length}\r\n\r\n").as_bytes());
+            out.extend_from_slice(b"Content-Length: ");
+            let mut digits = [0u8; 20];
+            let mut at = digits.len();
+            let mut rest = length;
+            loop {
+                at -= 1;
+                digits[at] = b'0' + (rest % 10) as u8;
+                rest /= 10;
+                if rest == 0 {
+                    break;
+                }
+            }
+            out.extend_from_slice(&digits[at..]);
+            out.extend_from_slice(b"\r\n\r\n");
         }
     }
 
@@ -346,6 +359,18 @@ fn find_content_length(line: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_lsp_header_gives_the_length_in_decimal() {
+        for length in [0, 7, 10, 99, 1_234_567, usize::MAX] {
+            let mut out = b"x".to_vec();
+            Framing::Lsp.open(length, &mut out);
+            assert_eq!(out, format!("xContent-Length: {length}\r\n\r\n").into_bytes());
+        }
+        let mut out = Vec::new();
+        Framing::Ndjson.open(12, &mut out);
+        assert!(out.is_empty());
+    }
 
     /// Feeds `input` one byte at a time, as a slow pipe would, then ends it.
     fn frames(input: &[u8], framing: Option<Framing>, max: usize) -> (Vec<Incoming>, Option<Framing>) {

@@ -25,7 +25,13 @@ pub type Outcome = Result<Vec<Part>, ErrorObjectOwned>;
 pub fn with_id(id: &str, outcome: Outcome, max: usize) -> Reply {
     let reply = match outcome {
         Ok(mut parts) => {
-            let mut head = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"#);
+            const OPEN: &str = r#"{"jsonrpc":"2.0","id":"#;
+            let short = match &parts[..] {
+                [Part::Text(text)] if text.len() <= INLINE_MAX => text.len(),
+                _ => 0,
+            };
+            let mut head = String::with_capacity(OPEN.len() + id.len() + r#","result":}"#.len() + short);
+            head.extend([OPEN, id, r#","result":"#]);
             // A short result goes in one piece with its head.
             if let [Part::Text(text)] = &parts[..]
                 && text.len() <= INLINE_MAX
@@ -169,12 +175,20 @@ struct Bounded<'a> {
 }
 
 impl io::Write for Bounded<'_> {
+    #[inline]
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.write_all(bytes).map(|()| bytes.len())
+    }
+
+    /// serde_json writes every token with this: all of it or none, without the loop of
+    /// the default.
+    #[inline]
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
         if self.buf.len() + bytes.len() > self.max {
             return Err(io::Error::other("over the reply limit"));
         }
         self.buf.extend_from_slice(bytes);
-        Ok(bytes.len())
+        Ok(())
     }
 
     fn flush(&mut self) -> io::Result<()> {

@@ -102,8 +102,8 @@ pub fn canonical(t: OffsetDateTime) -> String {
         out[at + width] = then;
         at += width + 1;
     }
-    // ASCII digits and separators only.
-    String::from_utf8_lossy(&out).into_owned()
+    // ASCII digits and separators only: each byte is its own char.
+    out.iter().copied().map(char::from).collect()
 }
 
 #[cfg(test)]
