@@ -26,7 +26,7 @@ use crate::rpc::envelope::{Element, Frame, classify};
 use crate::rpc::error::{
     INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, batch_too_large, plain, too_large,
 };
-use crate::rpc::execute::{Run, Stop, Turn, invoke, release};
+use crate::rpc::execute::{Run, Stop, Turn, finish_in_order, invoke, release};
 use crate::rpc::framing::Incoming;
 use crate::rpc::methods::{Effect, Handler, Order, Registry, Runs};
 use crate::rpc::order::{self, Sequencer, Stage, Started};
@@ -321,9 +321,7 @@ impl Connection {
                 }
                 let outcome = run.run().await;
                 drop(host_turn);
-                let id = id?;
-                lock(&cancels).remove(&id);
-                Some(answer(&id, outcome, max))
+                answered(&cancels, id, outcome, max)
             }
             .boxed(),
         )
@@ -362,14 +360,9 @@ impl Connection {
         let cancels = self.cancels.clone();
         async move {
             let outcome = work.await.map_err(|_| Stop::Panicked);
-            let place = lock(&turn).take();
-            if let Some(mut place) = place {
-                place.finish_in_order().await;
-            }
+            finish_in_order(&turn).await;
             drop(running);
-            let id = id?;
-            lock(&cancels).remove(&id);
-            Some(answer(&id, outcome, max))
+            answered(&cancels, id, outcome, max)
         }
         .boxed()
     }
@@ -407,6 +400,19 @@ fn start(handler: &Handler, params: Option<&RawValue>, call: Call) -> BoxFuture<
     let call = Arc::new(call);
     std::panic::catch_unwind(AssertUnwindSafe(|| handler(params.map(RawValue::get), call)))
         .unwrap_or_else(|_| ready(Err(plain(INTERNAL_ERROR, "internal error: the method panicked"))).boxed())
+}
+
+/// The reply to a call that took an entry for `$/cancelRequest` (none for a notification),
+/// which it gives up now.
+fn answered(
+    cancels: &Mutex<HashMap<String, CancellationToken>>,
+    id: Option<String>,
+    outcome: Result<Outcome, Stop>,
+    max: usize,
+) -> Option<Reply> {
+    let id = id?;
+    lock(cancels).remove(&id);
+    Some(answer(&id, outcome, max))
 }
 
 /// The reply to request `id`.

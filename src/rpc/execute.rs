@@ -101,12 +101,18 @@ impl Run {
                 }
             }
         };
-        let place = lock(&turn).take();
-        if let Some(mut place) = place {
-            place.finish_in_order().await;
-        }
+        finish_in_order(&turn).await;
         drop(running);
         outcome
+    }
+}
+
+/// Before a call ends: waits for the request before it on its session to finish, so that
+/// replies on a session leave in the order received, then gives up its place.
+pub async fn finish_in_order(turn: &Turn) {
+    let place = lock(turn).take();
+    if let Some(mut place) = place {
+        place.finish_in_order().await;
     }
 }
 

@@ -34,18 +34,7 @@ impl Framing {
     pub fn open(self, length: usize, out: &mut Vec<u8>) {
         if self == Framing::Lsp {
             out.extend_from_slice(b"Content-Length: ");
-            let mut digits = [0u8; 20];
-            let mut at = digits.len();
-            let mut rest = length;
-            loop {
-                at -= 1;
-                digits[at] = b'0' + (rest % 10) as u8;
-                rest /= 10;
-                if rest == 0 {
-                    break;
-                }
-            }
-            out.extend_from_slice(&digits[at..]);
+            out.extend_from_slice(itoa::Buffer::new().format(length).as_bytes());
             out.extend_from_slice(b"\r\n\r\n");
         }
     }

@@ -176,8 +176,7 @@ impl Place {
 
     /// What tells the requests after this one that its write is queued.
     pub fn on_queued(&self) -> Box<dyn FnOnce() + Send> {
-        let mine = self.mine.clone();
-        Box::new(move || mine.open(Stage::Queued))
+        Started(self.mine.clone()).on_queued()
     }
 }
 

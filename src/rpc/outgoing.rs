@@ -26,19 +26,18 @@ pub fn with_id(id: &str, outcome: Outcome, max: usize) -> Reply {
     let reply = match outcome {
         Ok(mut parts) => {
             const OPEN: &str = r#"{"jsonrpc":"2.0","id":"#;
-            let short = match &parts[..] {
-                [Part::Text(text)] if text.len() <= INLINE_MAX => text.len(),
-                _ => 0,
-            };
-            let mut head = String::with_capacity(OPEN.len() + id.len() + r#","result":}"#.len() + short);
-            head.extend([OPEN, id, r#","result":"#]);
             // A short result goes in one piece with its head.
-            if let [Part::Text(text)] = &parts[..]
-                && text.len() <= INLINE_MAX
+            let inline = match &parts[..] {
+                [Part::Text(text)] if text.len() <= INLINE_MAX => Some(text.len()),
+                _ => None,
+            };
+            let mut head = String::with_capacity(OPEN.len() + id.len() + r#","result":}"#.len() + inline.unwrap_or(0));
+            head.extend([OPEN, id, r#","result":"#]);
+            if inline.is_some()
+                && let Some(Part::Text(text)) = parts.pop()
             {
-                head.push_str(text);
+                head.push_str(&text);
                 head.push('}');
-                parts.clear();
             } else {
                 parts.push(Part::Static("}"));
             }

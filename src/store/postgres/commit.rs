@@ -221,6 +221,9 @@ async fn commit_group(
             continue;
         }
         alone = alone.saturating_sub(1);
+        // Rows this transaction locked for the jobs before this one, which another
+        // transaction may be waiting for.
+        let holds_rows = !done.is_empty();
         let mut attempt = 0;
         let outcome = loop {
             carry.offer();
@@ -238,7 +241,7 @@ async fn commit_group(
             match outcome {
                 // What this transaction did so far commits, and frees the rows the other
                 // waits for; the job and those after it start the next transaction.
-                Err(e) if lost_a_race(&e) && !done.is_empty() => {
+                Err(e) if lost_a_race(&e) && holds_rows => {
                     step = next_step(close, true);
                     break Err(e);
                 }
@@ -254,7 +257,7 @@ async fn commit_group(
             }
         };
         match outcome {
-            Err(e) if lost_a_race(&e) && !done.is_empty() => {
+            Err(e) if lost_a_race(&e) && holds_rows => {
                 tracing::debug!(error = %e, "a write lost a deadlock; committing the writes before it first");
                 later = std::mem::take(&mut pending);
                 later.push_front(job);
