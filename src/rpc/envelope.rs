@@ -29,15 +29,26 @@ pub enum Frame<'a> {
 }
 
 pub fn classify(bytes: &[u8]) -> Frame<'_> {
+    // Text checked once here is not checked again, piece by piece, as it is parsed. A
+    // frame that is not UTF-8 is parsed as bytes: the parser tells where.
+    let text = std::str::from_utf8(bytes);
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
     if first == Some(&b'[') {
-        return match serde_json::from_slice::<Vec<&RawValue>>(bytes) {
+        let items = match text {
+            Ok(text) => serde_json::from_str::<Vec<&RawValue>>(text),
+            Err(_) => serde_json::from_slice(bytes),
+        };
+        return match items {
             Ok(items) if items.is_empty() => Frame::EmptyBatch,
-            Ok(items) => Frame::Batch(items.into_iter().map(|raw| element(raw.get().as_bytes())).collect()),
+            Ok(items) => Frame::Batch(items.into_iter().map(|raw| element(raw.get())).collect()),
             Err(e) => Frame::ParseError(e.to_string()),
         };
     }
-    match serde_json::from_slice::<Envelope>(bytes) {
+    let envelope = match text {
+        Ok(text) => serde_json::from_str::<Envelope>(text),
+        Err(_) => serde_json::from_slice(bytes),
+    };
+    match envelope {
         Ok(env) => Frame::Single(env.element()),
         Err(e) if e.is_data() => Frame::Single(Element::Invalid { id: None, why: "a request must be a JSON object" }),
         Err(e) => Frame::ParseError(e.to_string()),
@@ -45,8 +56,8 @@ pub fn classify(bytes: &[u8]) -> Frame<'_> {
 }
 
 /// A batch member: already known to be well-formed JSON.
-fn element(bytes: &[u8]) -> Element<'_> {
-    match serde_json::from_slice::<Envelope>(bytes) {
+fn element(text: &str) -> Element<'_> {
+    match serde_json::from_str::<Envelope>(text) {
         Ok(env) => env.element(),
         Err(_) => Element::Invalid { id: None, why: "a request must be a JSON object" },
     }
@@ -120,11 +131,12 @@ const LONE_SURROGATE_ID: &str = "`id` must be valid Unicode: it holds a lone sur
 /// a lone surrogate escape would make a reply most clients cannot read.
 fn is_valid_id(id: &RawValue) -> bool {
     let s = id.get();
-    s == "null"
-        || (s.starts_with('"') && serde_json::from_str::<Cow<str>>(s).is_ok())
-        || (s.starts_with(|c: char| c == '-' || c.is_ascii_digit())
-            && serde_json::from_str::<serde_json::Number>(s).is_ok()
-            && s.parse::<f64>().is_ok_and(f64::is_finite))
+    match s.as_bytes().first() {
+        Some(b'"') => serde_json::from_str::<Cow<str>>(s).is_ok(),
+        // A JSON number already (the text of a `RawValue`): a double must hold it.
+        Some(b'-' | b'0'..=b'9') => s.parse::<f64>().is_ok_and(f64::is_finite),
+        _ => s == "null",
+    }
 }
 
 /// The `id` member of a JSON object, as JSON text, read from the object's first bytes
@@ -274,6 +286,9 @@ mod tests {
     fn parse_errors_and_batches() {
         assert!(matches!(classify(b"{\"a\":"), Frame::ParseError(_)));
         assert!(matches!(classify(b"\xff\xfe"), Frame::ParseError(_)));
+        // Not UTF-8 where nothing reads it: parsed as bytes, it is a request all the same.
+        let frame = b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"m\",\"x\":\"\xff\"}";
+        assert!(matches!(classify(frame), Frame::Single(Element::Call { id: Some(id), .. }) if id.get() == "7"));
         assert!(matches!(classify(b"[1,"), Frame::ParseError(_)));
         assert!(matches!(classify(b" [] "), Frame::EmptyBatch));
         // Deep nesting is stepped over, not recursed into: no stack overflow.

@@ -93,8 +93,10 @@ pub struct Decoder {
     framing: Arc<FramingCell>,
     max: usize,
     state: State,
-    /// The header line, body or NDJSON line being gathered.
+    /// The body or NDJSON line being gathered: handed out whole as a frame.
     buf: Vec<u8>,
+    /// The header line being gathered; its room serves the next one.
+    line: Vec<u8>,
 }
 
 enum State {
@@ -133,7 +135,7 @@ impl Decoder {
             Some(Framing::Lsp) => State::headers(),
             Some(Framing::Ndjson) => State::Line,
         };
-        Decoder { framing, max, state, buf: Vec::new() }
+        Decoder { framing, max, state, buf: Vec::new(), line: Vec::new() }
     }
 
     /// Takes the next bytes of the stream; appends every frame they complete to `out`.
@@ -152,7 +154,7 @@ impl Decoder {
                 out.push(Incoming::Frame(trimmed(std::mem::take(&mut self.buf))));
             }
             State::Detect | State::Line | State::Resync => {}
-            State::Headers { lines: 0, long: false, .. } if self.buf.is_empty() => {}
+            State::Headers { lines: 0, long: false, .. } if self.line.is_empty() => {}
             _ => tracing::warn!("input ended inside a frame"),
         }
     }
@@ -207,6 +209,7 @@ impl Decoder {
             }
             State::Body { length } => {
                 let take = (*length - self.buf.len()).min(input.len());
+                self.buf.reserve_exact(*length - self.buf.len());
                 self.buf.extend_from_slice(&input[..take]);
                 if self.buf.len() == *length {
                     out.push(Incoming::Frame(std::mem::take(&mut self.buf)));
@@ -242,26 +245,31 @@ impl Decoder {
         let cap = if matches!(self.state, State::Resync) { self.max } else { MAX_HEADER_LINE };
         let newline = memchr::memchr(b'\n', input);
         let chunk = &input[..newline.unwrap_or(input.len())];
-        let room = cap.saturating_sub(self.buf.len()).min(chunk.len());
-        self.buf.extend_from_slice(&chunk[..room]);
+        let room = cap.saturating_sub(self.line.len()).min(chunk.len());
+        self.line.extend_from_slice(&chunk[..room]);
         if room < chunk.len()
             && let State::Headers { long, .. } = &mut self.state
         {
             *long = true;
         }
         if newline.is_some() {
-            let mut line = std::mem::take(&mut self.buf);
+            let mut line = std::mem::take(&mut self.line);
             if line.last() == Some(&b'\r') {
                 line.pop();
             }
-            self.header_line(line, out);
+            self.header_line(&mut line, out);
+            // A resynchronisation's long line is let go.
+            if line.capacity() <= MAX_HEADER_LINE {
+                line.clear();
+                self.line = line;
+            }
         }
         chunk.len() + usize::from(newline.is_some())
     }
 
-    fn header_line(&mut self, mut line: Vec<u8>, out: &mut Vec<Incoming>) {
+    fn header_line(&mut self, line: &mut Vec<u8>, out: &mut Vec<Incoming>) {
         if matches!(self.state, State::Resync) {
-            let Some(at) = find_content_length(&line) else { return };
+            let Some(at) = find_content_length(line) else { return };
             line.drain(..at);
             self.state = State::headers();
         }
@@ -279,10 +287,10 @@ impl Decoder {
         if *lines > MAX_HEADER_LINES {
             return self.malformed("too many header lines", out);
         }
-        match header(&line) {
+        match header(line) {
             Some(("content-length", value)) => *length = Some(parse_length(value)),
             Some(_) => {}
-            None => tracing::warn!(line = %String::from_utf8_lossy(&line), "ignoring a malformed header line"),
+            None => tracing::warn!(line = %String::from_utf8_lossy(line), "ignoring a malformed header line"),
         }
     }
 

@@ -102,8 +102,8 @@ pub fn canonical(t: OffsetDateTime) -> String {
         out[at + width] = then;
         at += width + 1;
     }
-    // ASCII digits and separators only: each byte is its own char.
-    out.iter().copied().map(char::from).collect()
+    // ASCII digits and separators only, so always UTF-8.
+    std::str::from_utf8(&out).map(str::to_owned).unwrap_or_default()
 }
 
 #[cfg(test)]
