@@ -11,8 +11,7 @@
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-
-use time::OffsetDateTime;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 enum Source {
     System,
@@ -43,16 +42,19 @@ pub fn is_counted() -> bool {
 /// A new id: a UUID v7 (ids sort by creation time), or the next counted one.
 pub fn id() -> String {
     match source() {
-        Source::System => uuid::Uuid::now_v7().to_string(),
+        Source::System => uuid::Uuid::now_v7().hyphenated().encode_lower(&mut uuid::Uuid::encode_buffer()).to_owned(),
         Source::Counted { ids, .. } => counted_id(ids.fetch_add(1, Ordering::Relaxed) + 1),
     }
 }
 
-/// The time now, or the counted clock's next reading.
-pub fn now() -> OffsetDateTime {
+/// The time now in microseconds since the Unix epoch, or the counted clock's next reading.
+pub fn now_micros() -> i64 {
     match source() {
-        Source::System => OffsetDateTime::now_utc(),
-        Source::Counted { millis, .. } => counted_time(millis.fetch_add(1, Ordering::Relaxed)),
+        Source::System => match SystemTime::now().duration_since(UNIX_EPOCH) {
+            Ok(after) => i64::try_from(after.as_micros()).unwrap_or(i64::MAX),
+            Err(before) => i64::try_from(before.duration().as_micros()).map_or(i64::MIN, |us| -us),
+        },
+        Source::Counted { millis, .. } => counted_micros(millis.fetch_add(1, Ordering::Relaxed)),
     }
 }
 
@@ -60,9 +62,9 @@ fn counted_id(n: u64) -> String {
     format!("00000000-0000-7000-8000-{n:012}")
 }
 
-fn counted_time(millis: u64) -> OffsetDateTime {
-    let start = OffsetDateTime::from_unix_timestamp(EPOCH_2000).unwrap_or(OffsetDateTime::UNIX_EPOCH);
-    start + time::Duration::milliseconds(i64::try_from(millis).unwrap_or(i64::MAX))
+fn counted_micros(millis: u64) -> i64 {
+    let millis = i64::try_from(millis).unwrap_or(i64::MAX);
+    millis.saturating_mul(1_000).saturating_add(EPOCH_2000 * 1_000_000)
 }
 
 #[cfg(test)]
@@ -80,9 +82,19 @@ mod tests {
 
     #[test]
     fn the_counted_clock_starts_in_2000_and_moves_by_milliseconds() {
-        let first = counted_time(0);
-        assert_eq!(first.format(&time::format_description::well_known::Rfc3339).unwrap(), "2000-01-01T00:00:00Z");
-        assert_eq!(counted_time(1) - first, time::Duration::milliseconds(1));
-        assert_eq!(counted_time(86_400_000).day(), 2);
+        let stamp = |micros: i64| {
+            let at = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(micros) * 1_000).unwrap();
+            crate::session::canonical(at)
+        };
+        assert_eq!(stamp(counted_micros(0)), "2000-01-01T00:00:00.000000Z");
+        assert_eq!(stamp(counted_micros(1)), "2000-01-01T00:00:00.001000Z");
+        assert_eq!(stamp(counted_micros(86_400_000)), "2000-01-02T00:00:00.000000Z");
+    }
+
+    #[test]
+    fn system_ids_are_hyphenated_lower_case_version_7_uuids() {
+        let id = uuid::Uuid::now_v7().hyphenated().encode_lower(&mut uuid::Uuid::encode_buffer()).to_owned();
+        let parsed = uuid::Uuid::parse_str(&id).unwrap();
+        assert_eq!((parsed.get_version_num(), parsed.to_string()), (7, id));
     }
 }

@@ -12,14 +12,15 @@ use crate::session::export::{Format, Options};
 use crate::session::{DraftView, Identity, MessageInput};
 use crate::store::{Appended, MessageJson, Popped, Rewound, message_json};
 
-/// The result of an append of one message.
-#[derive(Debug, Clone, Serialize)]
+/// The result of an append of one message. Every append answers with it, so its reply
+/// is written by hand (`rpc::methods::messages`), not serialized:
+/// `{"message_id":…,"index":…,"revision":…}`, with `"duplicate":true` for a retry.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Added {
     pub message_id: String,
     pub index: u64,
     pub revision: u64,
     /// The append was a retry of one stored before (`message_id`): nothing changed.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub duplicate: bool,
 }
 

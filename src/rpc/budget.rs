@@ -58,7 +58,12 @@ impl Budget {
 
     /// Waits until a frame of `len` bytes fits in the input budget.
     pub async fn input(&self, len: usize) -> Option<Hold> {
-        self.input.clone().acquire_many_owned(self.share(len)).await.ok()
+        let share = self.share(len);
+        // Most frames fit at once: no future to poll for them.
+        match self.input.clone().try_acquire_many_owned(share) {
+            Ok(hold) => Some(hold),
+            Err(_) => self.input.clone().acquire_many_owned(share).await.ok(),
+        }
     }
 
     /// Waits until a reply of `len` bytes fits in the output budget.
@@ -79,9 +84,10 @@ impl Budget {
 
     /// A place to run in, if one is free and the output budget has room now.
     pub fn try_start(&self) -> Option<Hold> {
-        let place = self.running.clone().try_acquire_owned().ok()?;
-        drop(self.output.try_acquire().ok()?);
-        Some(place)
+        if self.output.available_permits() == 0 {
+            return None;
+        }
+        self.running.clone().try_acquire_owned().ok()
     }
 
     /// Waits for a place to run in and for room in the output budget (behind every

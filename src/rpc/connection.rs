@@ -26,7 +26,7 @@ use crate::rpc::envelope::{Element, Frame, classify};
 use crate::rpc::error::{
     INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, batch_too_large, plain, too_large,
 };
-use crate::rpc::execute::{Run, Stop, Turn, finish_in_order, invoke, release};
+use crate::rpc::execute::{Run, Stop, invoke, release};
 use crate::rpc::framing::Incoming;
 use crate::rpc::methods::{Effect, Handler, Order, Registry, Runs};
 use crate::rpc::order::{self, Sequencer, Stage, Started};
@@ -340,10 +340,12 @@ impl Connection {
         order: Order,
         running: Hold,
     ) -> Pending {
-        let (started, cancel, turn) = (Started::default(), CancellationToken::new(), Turn::default());
+        let (started, cancel) = (Started::default(), CancellationToken::new());
         let stage = stage(order, params);
         let on_queued = (stage == Stage::Queued).then(|| started.on_queued());
-        let work = start(handler, params, Call::new(cancel.clone(), release(&turn)));
+        // An inline method never lets its session go before it ends (only one waiting for
+        // the host does): its place, if it takes one, is given up when it finishes.
+        let work = start(handler, params, Call::new(cancel.clone(), Box::new(|| ())));
         let mut work = AssertUnwindSafe(invoke(work, on_queued)).catch_unwind().boxed();
         let max = self.max_message_bytes;
         // Polled again, with a waker that wakes, by whoever polls what this returns.
@@ -353,14 +355,15 @@ impl Connection {
         }
         // Queued already, it waits for its commit in a place of its own (see `Run::run`).
         let running = started.is_queued().then(|| self.budget.waiting()).flatten().unwrap_or(running);
-        *lock(&turn) = Some(self.sequencer.enter_started(order::keys(order, params), stage, started));
+        let mut place = self.sequencer.enter_started(order::keys(order, params), stage, started);
         if let Some(id) = &id {
             lock(&self.cancels).insert(id.clone(), cancel);
         }
         let cancels = self.cancels.clone();
         async move {
             let outcome = work.await.map_err(|_| Stop::Panicked);
-            finish_in_order(&turn).await;
+            place.finish_in_order().await;
+            drop(place);
             drop(running);
             answered(&cancels, id, outcome, max)
         }

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::rpc::error::{INTERNAL_ERROR, plain, reply_too_large};
 use crate::rpc::writer::{Part, Reply};
+use crate::session::json::needs_escape;
 use crate::store::MessageJson;
 
 /// The longest result copied into its reply's head rather than written as a part.
@@ -96,6 +97,28 @@ impl Pieces {
     pub fn raw(&mut self, json: &'static str) {
         self.open.extend_from_slice(json.as_bytes());
         self.len += json.len();
+    }
+
+    /// Appends a JSON string, without serde_json's walk when nothing in it needs an escape
+    /// (the reply limit is checked at the end, as for `raw`).
+    pub fn string(&mut self, s: &str) -> Result<(), ErrorObjectOwned> {
+        if needs_escape(s.as_bytes()) {
+            return self.json(&s);
+        }
+        self.open.reserve(s.len() + 2);
+        self.open.push(b'"');
+        self.open.extend_from_slice(s.as_bytes());
+        self.open.push(b'"');
+        self.len += s.len() + 2;
+        Ok(())
+    }
+
+    /// Appends a number (the reply limit is checked at the end, as for `raw`).
+    pub fn number(&mut self, n: u64) {
+        let mut digits = itoa::Buffer::new();
+        let text = digits.format(n);
+        self.open.extend_from_slice(text.as_bytes());
+        self.len += text.len();
     }
 
     /// Appends `value` serialized; an error object once the text is over the reply limit.

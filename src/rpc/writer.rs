@@ -171,7 +171,9 @@ impl Batch {
                 }
             }
             framing.close(&mut self.frame);
-            self.holds.extend(reply.hold);
+            if let Some(hold) = reply.hold {
+                keep(&mut self.holds, hold);
+            }
             size += reply.len;
             next = if size < COALESCE { rx.try_recv().ok() } else { None };
         }
@@ -193,6 +195,15 @@ impl Batch {
     fn written(&mut self) {
         self.shared.clear();
         self.holds.clear();
+    }
+}
+
+/// Keeps `hold` with the holds before it: shares of one budget are merged, and given
+/// back in one go once the batch is written.
+fn keep(holds: &mut Vec<Hold>, hold: Hold) {
+    match holds.last_mut() {
+        Some(last) if Arc::ptr_eq(last.semaphore(), hold.semaphore()) => last.merge(hold),
+        _ => holds.push(hold),
     }
 }
 
@@ -282,6 +293,19 @@ mod tests {
             batch.written();
             assert!(batch.shared.is_empty());
         }
+    }
+
+    #[test]
+    fn a_batchs_shares_of_one_budget_go_back_together() {
+        let (one, other) = (Arc::new(tokio::sync::Semaphore::new(10)), Arc::new(tokio::sync::Semaphore::new(10)));
+        let mut holds = Vec::new();
+        for (budget, n) in [(&one, 2), (&one, 3), (&other, 4), (&other, 1)] {
+            keep(&mut holds, budget.clone().try_acquire_many_owned(n).unwrap());
+        }
+        assert_eq!(holds.iter().map(Hold::num_permits).collect::<Vec<_>>(), [5, 5]);
+        assert_eq!((one.available_permits(), other.available_permits()), (5, 5));
+        holds.clear();
+        assert_eq!((one.available_permits(), other.available_permits()), (10, 10));
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod export;
 pub mod image;
 pub mod import;
 mod info;
+pub mod json;
 mod message;
 pub mod native;
 mod rules;

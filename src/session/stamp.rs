@@ -7,6 +7,8 @@
 //! import) must be RFC 3339 as its grammar defines it, and is rewritten in that form:
 //! converted to UTC, its fraction cut (not rounded) to microseconds.
 
+use std::cell::Cell;
+
 use time::format_description::well_known::Rfc3339;
 use time::{OffsetDateTime, UtcOffset};
 
@@ -14,7 +16,28 @@ use crate::error::quote;
 
 /// The current time (`crate::mint`'s clock), in the canonical form.
 pub fn now() -> String {
-    canonical(crate::mint::now())
+    at_micros(crate::mint::now_micros())
+}
+
+/// The canonical stamp of a time in microseconds since the Unix epoch. Every stored
+/// message takes one (and its session's `updated_at` another): the date and the time of
+/// day are written once a second and kept, per thread, and only the microseconds at
+/// each call.
+pub fn at_micros(micros: i64) -> String {
+    thread_local! {
+        static SECOND: Cell<(i64, [u8; 27])> = const { Cell::new((i64::MIN, [0; 27])) };
+    }
+    let (second, micro) = (micros.div_euclid(1_000_000), micros.rem_euclid(1_000_000));
+    let mut out = SECOND.with(|kept| match kept.get() {
+        (at, text) if at == second => text,
+        _ => {
+            let text = written(OffsetDateTime::from_unix_timestamp(second).unwrap_or(OffsetDateTime::UNIX_EPOCH));
+            kept.set((second, text));
+            text
+        }
+    });
+    put_digits(&mut out[20..26], micro as u32);
+    text(&out)
 }
 
 /// Checks an RFC 3339 time stamp and returns it in the canonical form, or says what is
@@ -74,9 +97,13 @@ fn reason(e: time::error::Parse) -> String {
     }
 }
 
-/// A time in the canonical form, written digit by digit: every stored message takes
-/// one, and `time`'s formatter walks its format description at each call.
+/// A time in the canonical form, written digit by digit: `time`'s formatter walks its
+/// format description at each call.
 pub fn canonical(t: OffsetDateTime) -> String {
+    text(&written(t))
+}
+
+fn written(t: OffsetDateTime) -> [u8; 27] {
     let year = t.year();
     // Only a year past 9999, which `time` without `large-dates` cannot hold, or before 0,
     // which `normalize` refuses.
@@ -94,21 +121,42 @@ pub fn canonical(t: OffsetDateTime) -> String {
     let mut out = [0u8; 27];
     let mut at = 0;
     for (value, width, then) in fields {
-        let mut value = value;
-        for i in (0..width).rev() {
-            out[at + i] = b'0' + (value % 10) as u8;
-            value /= 10;
-        }
+        put_digits(&mut out[at..at + width], value);
         out[at + width] = then;
         at += width + 1;
     }
+    out
+}
+
+/// `value`'s last `into.len()` decimal digits, zero-padded.
+fn put_digits(into: &mut [u8], mut value: u32) {
+    for digit in into.iter_mut().rev() {
+        *digit = b'0' + (value % 10) as u8;
+        value /= 10;
+    }
+}
+
+fn text(stamp: &[u8; 27]) -> String {
     // ASCII digits and separators only, so always UTF-8.
-    std::str::from_utf8(&out).map(str::to_owned).unwrap_or_default()
+    std::str::from_utf8(stamp).map(str::to_owned).unwrap_or_default()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stamps_kept_by_the_second_read_as_written_whole() {
+        let whole =
+            |micros: i64| canonical(OffsetDateTime::from_unix_timestamp_nanos(i128::from(micros) * 1_000).unwrap());
+        let at = 1_733_300_000_000_000;
+        // Back and forth across second boundaries, so a kept second is reused and replaced.
+        let times = [at, at + 999_999, at + 1_000_000, at + 1, at - 1, 0, -1, -1_000_000, -1_000_001, at + 123_456];
+        for micros in times.into_iter().chain((0..3_000_000).step_by(99_991).map(|d| at + d)) {
+            assert_eq!(at_micros(micros), whole(micros), "{micros}");
+        }
+        assert_eq!(at_micros(-1), "1969-12-31T23:59:59.999999Z");
+    }
 
     #[test]
     fn the_servers_own_stamps_are_canonical() {

@@ -126,7 +126,9 @@ pub struct HistoryPage<M = Arc<Message>> {
 /// the copy that sharing it would cost.
 #[derive(Debug, Clone)]
 pub enum MessageJson {
-    Shared(Arc<RawValue>),
+    /// A text the store keeps, which the server wrote itself: valid by construction, so
+    /// not parsed again (the memory store's `Stored`).
+    Shared(Arc<str>),
     Read(Box<RawValue>),
     /// Spliced from a database row's columns, each checked to be one JSON value: valid as
     /// a whole, so not parsed again (`sqlite::rows::message_json`). The rows read together
@@ -140,7 +142,7 @@ pub enum MessageJson {
 impl MessageJson {
     pub fn get(&self) -> &str {
         match self {
-            MessageJson::Shared(json) => json.get(),
+            MessageJson::Shared(json) => json,
             MessageJson::Read(json) => json.get(),
             MessageJson::Spliced { text, range } => &text[range.clone()],
         }
@@ -166,9 +168,8 @@ impl MessageJson {
 impl serde::Serialize for MessageJson {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
         match self {
-            MessageJson::Shared(json) => json.serialize(serializer),
             MessageJson::Read(json) => json.serialize(serializer),
-            MessageJson::Spliced { .. } => {
+            MessageJson::Shared(_) | MessageJson::Spliced { .. } => {
                 let raw: &RawValue = serde_json::from_str(self.get()).map_err(serde::ser::Error::custom)?;
                 raw.serialize(serializer)
             }

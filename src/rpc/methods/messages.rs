@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use crate::error::{Error, Result};
 use crate::ops::{Added, AddedResponse, Call};
 use crate::rpc::methods::Ctx;
+use crate::rpc::outgoing::{MethodResult, Outcome, write};
 use crate::session::export::Format;
 use crate::session::image::ImageInput;
 use crate::session::{MessageInput, Role, SessionId, empty_table};
@@ -32,6 +33,23 @@ pub struct AddUserParams {
 pub async fn add_user(ctx: Arc<Ctx>, p: AddUserParams, _: Arc<Call>) -> Result<Added> {
     let input = MessageInput { images: p.images, message_id: p.message_id, ..fresh(Role::User, Value::String(p.text)) };
     ctx.ops.add(p.session_id.as_str(), input, None, p.expected_revision).await
+}
+
+/// `Added` in its documented shape, written without serde's walk over its keys and their
+/// escapes: it is the reply to every append of one message.
+impl MethodResult for Added {
+    fn write(self, max: usize) -> Outcome {
+        write(max, |into| {
+            into.raw(r#"{"message_id":"#);
+            into.string(&self.message_id)?;
+            into.raw(r#","index":"#);
+            into.number(self.index);
+            into.raw(r#","revision":"#);
+            into.number(self.revision);
+            into.raw(if self.duplicate { r#","duplicate":true}"# } else { "}" });
+            Ok(())
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -139,4 +157,33 @@ pub struct AddResponseParams {
 pub async fn add_response(ctx: Arc<Ctx>, p: AddResponseParams, _: Arc<Call>) -> Result<AddedResponse> {
     let id = p.session_id.as_str();
     ctx.ops.add_response(id, p.format, &p.response, p.metadata, p.message_id, p.expected_revision).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rpc::writer::Part;
+
+    fn written(added: Added, max: usize) -> std::result::Result<String, i32> {
+        added.write(max).map(|parts| parts.iter().map(Part::text).collect()).map_err(|e| e.code())
+    }
+
+    #[test]
+    fn an_append_is_answered_in_its_documented_shape() {
+        let added =
+            |message_id: &str, duplicate| Added { message_id: message_id.into(), index: 7, revision: 12, duplicate };
+        assert_eq!(
+            written(added("m-1", false), usize::MAX).unwrap(),
+            r#"{"message_id":"m-1","index":7,"revision":12}"#
+        );
+        assert_eq!(
+            written(added("m-1", true), usize::MAX).unwrap(),
+            r#"{"message_id":"m-1","index":7,"revision":12,"duplicate":true}"#
+        );
+        // A client's id is escaped as JSON.
+        let id = "quote \" and \\ and \u{1}";
+        let text = written(added(id, false), usize::MAX).unwrap();
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["message_id"], id);
+        assert_eq!(written(added("m-1", false), 20), Err(1005), "over the reply limit");
+    }
 }

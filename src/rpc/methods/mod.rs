@@ -136,14 +136,14 @@ pub struct Method {
 }
 
 /// The methods by name: the connection dispatches straight from here to the handler.
-pub type Registry = HashMap<&'static str, Method>;
+pub type Registry = HashMap<&'static str, Method, foldhash::fast::RandomState>;
 
 pub fn module(ctx: Ctx) -> Registry {
     use Effect::{Changes, Reads};
     use Order::{Append, Barrier, Fork, Import, Session, Sessions};
     use Runs::{Host, Inline, Pool, PoolWrites};
     let ctx = Arc::new(ctx);
-    let mut t = Table { ctx: ctx.clone(), methods: HashMap::new() };
+    let mut t = Table { ctx: ctx.clone(), methods: Registry::default() };
     t.add("initialize", Barrier, Inline, Reads, lifecycle::initialize);
     t.add("shutdown", Barrier, Inline, Changes, lifecycle::shutdown);
     t.add("session/create", Session, Inline, Changes, sessions::create);
@@ -276,8 +276,6 @@ struct RevisionParams {
 mod tests {
     use std::sync::Arc;
 
-    use serde_json::value::RawValue;
-
     use super::shown::Shown;
     use crate::ops::{History, SessionDict};
     use crate::rpc::outgoing::{MethodResult, with_id};
@@ -290,7 +288,7 @@ mod tests {
     }
 
     fn messages() -> Vec<MessageJson> {
-        let kept = |text: &str| MessageJson::Shared(Arc::from(RawValue::from_string(text.to_owned()).unwrap()));
+        let kept = |text: &str| MessageJson::Shared(Arc::from(text));
         let long = Message::new(Role::User, serde_json::json!("\"é\"\n".repeat(300)));
         vec![
             kept(r#"{"id":"a","content":"short"}"#),

@@ -5,17 +5,19 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use crate::error::{Error, Result};
-use crate::session::{Message, Role, Tail};
+use crate::session::json::push_string;
+use crate::session::{Message, Role, Tail, role_name};
 use crate::store::MessageJson;
 
 /// One stored message.
 #[derive(Clone)]
 pub struct Stored {
-    /// Its JSON text; without `NULLS` when `short`. Either form parses as the message.
-    pub json: Arc<RawValue>,
+    /// Its JSON text, which the server wrote itself: valid by construction, so never
+    /// parsed to be handed out. Without `NULLS` when `short`; either form parses as the
+    /// message.
+    pub json: Arc<str>,
     pub role: Role,
     short: bool,
     pub origin: Origin,
@@ -32,37 +34,30 @@ pub struct Origin {
 /// The members of a message with no name, tool call id, tool calls, images, metadata,
 /// native form or usage, all `null`: half of a tiny message's text. A short message (such a message whose
 /// content is a string of at most `SHORT_CONTENT` bytes) is kept without them; they are
-/// put back when its text is handed out, which costs a copy and a check of the text, so
-/// longer messages, for which the members weigh little, are kept whole.
+/// put back when its text is handed out, which costs a copy, so longer messages, for
+/// which the members weigh little, are kept whole.
 const NULLS: &str =
     r#","name":null,"tool_call_id":null,"tool_calls":null,"images":null,"metadata":null,"native":null,"usage":null"#;
 const SHORT_CONTENT: usize = 256;
 
-/// A message kept short: the members `Message` serializes around `NULLS`, in its order.
-#[derive(serde::Serialize)]
-struct Short<'a> {
-    id: &'a Option<String>,
-    role: Role,
-    content: &'a Value,
-    created_at: &'a str,
-}
-
 impl Stored {
     pub fn of(m: &Message, origin: &Origin) -> Result<Stored> {
-        let short = m.name.is_none()
+        let bare = m.name.is_none()
             && m.tool_call_id.is_none()
             && m.tool_calls.is_none()
             && m.images.is_none()
             && m.metadata.is_none()
             && m.native.is_none()
-            && m.usage.is_none()
-            && matches!(&m.content, Value::String(s) if s.len() <= SHORT_CONTENT);
-        let json = if short {
-            text_of(&Short { id: &m.id, role: m.role, content: &m.content, created_at: &m.created_at })?
-        } else {
-            text_of(m)?
+            && m.usage.is_none();
+        let short = match &m.content {
+            Value::String(content) if bare && content.len() <= SHORT_CONTENT => Some(short_text(m, content)),
+            _ => None,
         };
-        Ok(Stored { json, role: m.role, short, origin: origin.clone() })
+        let json = match &short {
+            Some(text) => Arc::from(text.as_str()),
+            None => Arc::from(serde_json::to_string(m).map_err(|e| Error::Internal(e.to_string()))?),
+        };
+        Ok(Stored { json, role: m.role, short: short.is_some(), origin: origin.clone() })
     }
 
     /// The text `Message` serializes to.
@@ -70,7 +65,7 @@ impl Stored {
         if !self.short {
             return Ok(MessageJson::Shared(self.json.clone()));
         }
-        let text = self.json.get();
+        let text = &*self.json;
         // The last member is `created_at`, and no JSON string holds an unescaped `"`.
         let at =
             text.rfind(r#","created_at":"#).ok_or_else(|| Error::Internal("a kept message lost its time".into()))?;
@@ -78,18 +73,35 @@ impl Stored {
         full.push_str(&text[..at]);
         full.push_str(NULLS);
         full.push_str(&text[at..]);
-        RawValue::from_string(full).map(MessageJson::Read).map_err(|e| unreadable(&e))
+        Ok(MessageJson::Shared(Arc::from(full)))
     }
 
     /// The message, parsed back from its text.
     pub fn message(&self) -> Result<Message> {
-        serde_json::from_str(self.json.get()).map_err(|e| unreadable(&e))
+        serde_json::from_str(&self.json).map_err(|e| unreadable(&e))
     }
 }
 
-/// `value`'s JSON text, to keep.
-fn text_of(value: &impl serde::Serialize) -> Result<Arc<RawValue>> {
-    serde_json::value::to_raw_value(value).map(Arc::from).map_err(|e| Error::Internal(e.to_string()))
+/// A short message's text: the members `Message` serializes around `NULLS`, in its order.
+/// Written here rather than by serde_json, which escapes every key as it writes it: each
+/// append of a short message makes one.
+fn short_text(m: &Message, content: &str) -> String {
+    let id_len = m.id.as_ref().map_or(4, String::len);
+    let mut text = String::with_capacity(64 + id_len + content.len() + m.created_at.len());
+    text.push_str(r#"{"id":"#);
+    match &m.id {
+        Some(id) => push_string(&mut text, id),
+        None => text.push_str("null"),
+    }
+    text.push_str(r#","role":""#);
+    text.push_str(role_name(m.role));
+    text.push('"');
+    text.push_str(r#","content":"#);
+    push_string(&mut text, content);
+    text.push_str(r#","created_at":"#);
+    push_string(&mut text, &m.created_at);
+    text.push('}');
+    text
 }
 
 /// The error for a stored text that does not read back: a bug, never the client's input.
@@ -147,7 +159,7 @@ impl History {
     pub fn index_of(&self, id: &str) -> Option<usize> {
         let quoted = serde_json::to_string(id).ok()?;
         let prefix = format!(r#"{{"id":{quoted},"#);
-        self.messages.iter().rev().position(|k| k.json.get().starts_with(&prefix)).map(|back| self.len() - 1 - back)
+        self.messages.iter().rev().position(|k| k.json.starts_with(&prefix)).map(|back| self.len() - 1 - back)
     }
 
     /// The id of the message at `index`.
@@ -159,7 +171,7 @@ impl History {
                 struct Id {
                     id: Option<String>,
                 }
-                let id: Id = serde_json::from_str(kept.json.get()).map_err(|e| unreadable(&e))?;
+                let id: Id = serde_json::from_str(&kept.json).map_err(|e| unreadable(&e))?;
                 Ok(id.id)
             }
         }
@@ -261,7 +273,7 @@ mod tests {
         m.content = json!("x\",\"created_at\": é");
         m.created_at = "2026-12-01T00:00:00.000001Z".into();
         let (history, kept) = History::of(std::slice::from_ref(&m), &Origin::default()).unwrap();
-        assert!(kept[0].short && !kept[0].json.get().contains("null"));
+        assert!(kept[0].short && !kept[0].json.contains("null"));
         assert_eq!(kept[0].message().unwrap(), m);
         assert_eq!(history.json(0, 1).unwrap()[0].get(), serde_json::to_string(&m).unwrap());
         assert_eq!(history.index_of("a\"created_at\":"), Some(0));
@@ -274,6 +286,28 @@ mod tests {
         let (history, kept) = History::of(std::slice::from_ref(&long), &Origin::default()).unwrap();
         assert!(!kept[0].short);
         assert_eq!(history.json(0, 1).unwrap()[0].get(), serde_json::to_string(&long).unwrap());
+    }
+
+    #[test]
+    fn short_texts_written_by_hand_are_what_serde_json_writes() {
+        let contents =
+            ["", "plain", "tab\there", "a \"quote\"", "back\\slash", "\u{1}\u{1f}\u{7f}", "é ✓ 😀 </script>"];
+        let ids = [None, Some("m-1"), Some("with \"quote\" and \n")];
+        for role in [Role::System, Role::User, Role::Assistant, Role::Tool] {
+            for (content, id) in contents.iter().zip(ids.iter().cycle()) {
+                let mut m = message(role, "x");
+                m.id = id.map(str::to_owned);
+                m.content = json!(content);
+                let kept = Stored::of(&m, &Origin::default()).unwrap();
+                assert!(kept.short);
+                assert_eq!(
+                    kept.full().unwrap().get(),
+                    serde_json::to_string(&m).unwrap(),
+                    "{role:?} {content:?} {id:?}"
+                );
+                assert_eq!(kept.message().unwrap(), m);
+            }
+        }
     }
 
     #[test]

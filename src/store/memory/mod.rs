@@ -13,7 +13,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use async_trait::async_trait;
-use serde_json::value::RawValue;
 
 use crate::error::{Error, Result, quote};
 use crate::session::image;
@@ -32,7 +31,7 @@ use history::{History, Origin, Stored};
 
 #[derive(Default)]
 pub struct MemoryStore {
-    sessions: Mutex<HashMap<String, Entry>>,
+    sessions: Mutex<Table>,
     /// Stream drafts by stream id. Locked after `sessions` when both are.
     drafts: Mutex<HashMap<String, Draft>>,
     /// Changes are published while `sessions` is locked, so in commit order.
@@ -44,7 +43,7 @@ pub struct MemoryStore {
 }
 
 /// A stored message's text holding an image, and the image's index among its images.
-type Holder = (Weak<RawValue>, usize);
+type Holder = (Weak<str>, usize);
 
 #[derive(Clone)]
 struct Entry {
@@ -87,7 +86,7 @@ impl Entry {
     }
 }
 
-type Table = HashMap<String, Entry>;
+type Table = HashMap<String, Entry, foldhash::fast::RandomState>;
 
 impl MemoryStore {
     fn lock(&self) -> MutexGuard<'_, Table> {
@@ -590,8 +589,8 @@ impl ImageStore for MemoryStore {
         struct Images {
             images: Option<Vec<String>>,
         }
-        let image = |json: &RawValue, i: usize| -> Option<String> {
-            let mut images = serde_json::from_str::<Images>(json.get()).ok()?.images?;
+        let image = |json: &str, i: usize| -> Option<String> {
+            let mut images = serde_json::from_str::<Images>(json).ok()?.images?;
             (i < images.len()).then(|| images.swap_remove(i))
         };
         Ok(holders.find_map(|(json, i)| image(&json.upgrade()?, *i)))

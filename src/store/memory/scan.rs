@@ -31,7 +31,7 @@ pub fn scan(
     let mut hits: Vec<(u64, &str, usize, &Stored)> = Vec::new();
     for (session_id, messages) in &histories {
         for (index, kept) in messages.iter().enumerate() {
-            let score = match scores.entry(kept.json.get().as_ptr()) {
+            let score = match scores.entry(kept.json.as_ptr()) {
                 Entry::Occupied(known) => *known.get(),
                 Entry::Vacant(new) => *new.insert(score(query, kept)?),
             };
@@ -67,7 +67,7 @@ const WHOLE_TEXT_MAX: usize = 16 * 1024;
 /// and digits, which JSON text never escapes, so a text that lacks them cannot match and
 /// is not parsed.
 fn score(query: &Query, kept: &Stored) -> Result<Option<u64>> {
-    let text = kept.json.get();
+    let text = &*kept.json;
     if text.len() <= WHOLE_TEXT_MAX && !query.may_match(text) {
         return Ok(None);
     }
