@@ -29,29 +29,27 @@ pub enum Frame<'a> {
 }
 
 pub fn classify(bytes: &[u8]) -> Frame<'_> {
-    // Text checked once here is not checked again, piece by piece, as it is parsed. A
-    // frame that is not UTF-8 is parsed as bytes: the parser tells where.
-    let text = std::str::from_utf8(bytes);
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
     if first == Some(&b'[') {
-        let items = match text {
-            Ok(text) => serde_json::from_str::<Vec<&RawValue>>(text),
-            Err(_) => serde_json::from_slice(bytes),
-        };
-        return match items {
+        return match parse::<Vec<&RawValue>>(bytes) {
             Ok(items) if items.is_empty() => Frame::EmptyBatch,
             Ok(items) => Frame::Batch(items.into_iter().map(|raw| element(raw.get())).collect()),
             Err(e) => Frame::ParseError(e.to_string()),
         };
     }
-    let envelope = match text {
-        Ok(text) => serde_json::from_str::<Envelope>(text),
-        Err(_) => serde_json::from_slice(bytes),
-    };
-    match envelope {
+    match parse::<Envelope>(bytes) {
         Ok(env) => Frame::Single(env.element()),
         Err(e) if e.is_data() => Frame::Single(Element::Invalid { id: None, why: "a request must be a JSON object" }),
         Err(e) => Frame::ParseError(e.to_string()),
+    }
+}
+
+/// The frame parsed: as text when it is UTF-8, checked once here rather than piece by
+/// piece as it is parsed; else as bytes, so that the parser tells where it is not.
+fn parse<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> serde_json::Result<T> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(bytes),
     }
 }
 

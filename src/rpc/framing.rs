@@ -310,7 +310,6 @@ impl Decoder {
     fn malformed(&mut self, why: &str, out: &mut Vec<Incoming>) {
         tracing::warn!(why, "malformed frame header; skipping to the next Content-Length");
         self.state = State::Resync;
-        self.buf.clear();
         out.push(Incoming::Malformed(why.to_owned()));
     }
 }
