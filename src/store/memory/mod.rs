@@ -55,13 +55,16 @@ struct Entry {
     history: History,
     /// What the responses appended since its creation cost.
     usage: UsageTotals,
+    /// The session's id as the messages it stores name their owner (`Origin`): one text
+    /// that all of them share, not one per append.
+    owner: Option<Arc<str>>,
 }
 
 impl Entry {
     fn new(fields: Fields, history: History, forked_from: Option<ForkPoint>) -> Self {
         let at = now();
         let usage = UsageTotals::default();
-        Entry { fields, revision: 0, created_at: at.clone(), updated_at: at, forked_from, history, usage }
+        Entry { fields, revision: 0, created_at: at.clone(), updated_at: at, forked_from, history, usage, owner: None }
     }
 
     fn info(&self, session_id: &str) -> SessionInfo {
@@ -166,7 +169,8 @@ impl MemoryStore {
         check_revision(expected_revision, entry.revision)?;
         let planned = plan_append(entry.history.tail().clone(), messages)?;
         if !planned.is_empty() {
-            let kept = entry.history.extend(&planned, &stored_by(session_id, entry))?;
+            let origin = stored_by(session_id, entry);
+            let kept = entry.history.extend(&planned, &origin)?;
             self.index_images(&planned, &kept);
             planned.iter().filter_map(|m| m.usage.as_ref()).for_each(|u| entry.usage.add(u));
             entry.touch();
@@ -217,8 +221,12 @@ fn archive_of(session_id: &str, entry: &Entry) -> Result<Entry> {
 }
 
 /// Who stores what the next change of `entry` adds: the session, at its next revision.
-fn stored_by(session_id: &str, entry: &Entry) -> Origin {
-    Origin { owner: session_id.into(), revision: entry.revision + 1 }
+fn stored_by(session_id: &str, entry: &mut Entry) -> Origin {
+    let owner = match &entry.owner {
+        Some(owner) if **owner == *session_id => owner.clone(),
+        _ => entry.owner.insert(session_id.into()).clone(),
+    };
+    Origin { owner, revision: entry.revision + 1 }
 }
 
 /// See `store::sql::edits::retried`: the same answer over a memory history.
@@ -492,8 +500,9 @@ impl Histories for MemoryStore {
         expected_revision: Option<u64>,
     ) -> Result<Compacted> {
         let mut sessions = self.lock();
-        let entry = sessions.get(session_id).ok_or_else(|| not_found(session_id))?;
+        let entry = sessions.get_mut(session_id).ok_or_else(|| not_found(session_id))?;
         check_revision(expected_revision, entry.revision)?;
+        let origin = stored_by(session_id, entry);
         let old = &entry.history;
         let cut = turns_cut(old.len(), old.roles_newest_first(), keep_turns);
         if cut == 0 {
@@ -502,7 +511,7 @@ impl Histories for MemoryStore {
         }
         let summary = compaction_message(summary, cut as u64, old.id_at(0)?, old.id_at(cut - 1)?);
         let summary_message_id = summary.id.clone();
-        let (mut history, _) = History::of(&[summary], &stored_by(session_id, entry))?;
+        let (mut history, _) = History::of(&[summary], &origin)?;
         history.extend_kept(old.messages.skip(cut))?;
         let archived = archive.then(|| archive_of(session_id, entry)).transpose()?;
         let (archived_session_id, revision) =
@@ -634,5 +643,34 @@ impl Checks for MemoryStore {
         }
         found.sort();
         Ok(found)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::Role;
+
+    #[tokio::test]
+    async fn the_messages_a_session_stores_share_one_owner() {
+        let store = MemoryStore::default();
+        for id in ["one", "other"] {
+            store.create(Some(id.into()), Fields::default()).await.unwrap();
+        }
+        let user = |text: &str| vec![Message::new(Role::User, serde_json::json!(text))];
+        for (id, text) in [("one", "a"), ("other", "b"), ("one", "c")] {
+            store.append(id, user(text), None, false).await.unwrap();
+        }
+        store.fork("one", Some("fork".into()), None).await.unwrap();
+        store.append("fork", user("d"), None, false).await.unwrap();
+        let sessions = store.lock();
+        let owners = |id: &str| -> Vec<Arc<str>> {
+            sessions[id].history.messages.iter().map(|kept| kept.origin.owner.clone()).collect()
+        };
+        let (one, fork) = (owners("one"), owners("fork"));
+        assert_eq!((&*one[0], &*one[1], &*owners("other")[0]), ("one", "one", "other"));
+        assert!(Arc::ptr_eq(&one[0], &one[1]), "two appends, one allocation");
+        assert!(Arc::ptr_eq(&one[0], &fork[0]), "inherited from the session forked");
+        assert_eq!(&*fork[2], "fork");
     }
 }
