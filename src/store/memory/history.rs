@@ -11,25 +11,34 @@ use crate::session::json::push_string;
 use crate::session::{Message, Role, Tail, role_name};
 use crate::store::MessageJson;
 
-/// One stored message.
+/// One stored message: 32 bytes beside its text, since a long session keeps one for
+/// each of its messages.
 #[derive(Clone)]
 pub struct Stored {
     /// Its JSON text, which the server wrote itself: valid by construction, so never
-    /// parsed to be handed out. Without `NULLS` when `short`; either form parses as the
+    /// parsed to be handed out. Without `NULLS` when short; either form parses as the
     /// message.
     pub json: Arc<str>,
-    pub role: Role,
-    short: bool,
-    pub origin: Origin,
+    /// `Origin::owner`.
+    owner: Arc<String>,
+    /// `Origin::revision` in the low `REVISION_BITS` bits; above them its role, and
+    /// whether it is kept short.
+    packed: u64,
 }
 
 /// Who stored a message: the session, and the revision that change made (what a retry of
-/// its append is answered with).
+/// its append is answered with). The session's name is one allocation the session's
+/// messages share (a thin pointer, so that `Stored` stays small).
 #[derive(Clone, Default, Debug, PartialEq)]
 pub struct Origin {
-    pub owner: Arc<str>,
+    pub owner: Arc<String>,
     pub revision: u64,
 }
+
+/// A kept revision is at most 2^56 - 1: at a million changes a second, after 2,000 years.
+const REVISION_BITS: u32 = 56;
+const REVISION: u64 = (1 << REVISION_BITS) - 1;
+const SHORT: u64 = 1 << (REVISION_BITS + 2);
 
 /// The members of a message with no name, tool call id, tool calls, images, metadata,
 /// native form or usage, all `null`: half of a tiny message's text. A short message (such a message whose
@@ -57,12 +66,36 @@ impl Stored {
             Some(text) => Arc::from(text.as_str()),
             None => Arc::from(serde_json::to_string(m).map_err(|e| Error::Internal(e.to_string()))?),
         };
-        Ok(Stored { json, role: m.role, short: short.is_some(), origin: origin.clone() })
+        let role = match m.role {
+            Role::System => 0,
+            Role::User => 1,
+            Role::Assistant => 2,
+            Role::Tool => 3,
+        };
+        let packed = origin.revision.min(REVISION) | role << REVISION_BITS | if short.is_some() { SHORT } else { 0 };
+        Ok(Stored { json, owner: origin.owner.clone(), packed })
+    }
+
+    pub fn role(&self) -> Role {
+        match (self.packed >> REVISION_BITS) & 3 {
+            0 => Role::System,
+            1 => Role::User,
+            2 => Role::Assistant,
+            _ => Role::Tool,
+        }
+    }
+
+    fn short(&self) -> bool {
+        self.packed & SHORT != 0
+    }
+
+    pub fn origin(&self) -> Origin {
+        Origin { owner: self.owner.clone(), revision: self.packed & REVISION }
     }
 
     /// The text `Message` serializes to.
     pub fn full(&self) -> Result<MessageJson> {
-        if !self.short {
+        if !self.short() {
             return Ok(MessageJson::Shared(self.json.clone()));
         }
         let text = &*self.json;
@@ -151,7 +184,7 @@ impl History {
     }
 
     pub fn roles_newest_first(&self) -> impl Iterator<Item = Role> + '_ {
-        self.messages.iter().rev().map(|k| k.role)
+        self.messages.iter().rev().map(Stored::role)
     }
 
     /// The index of message `id`, found by the start of each text, newest first: every
@@ -222,7 +255,7 @@ impl History {
 fn read_tail(messages: &imbl::Vector<Stored>) -> Result<Tail> {
     let mut newest_first = Vec::new();
     for kept in messages.iter().rev() {
-        let last = kept.role != Role::Tool;
+        let last = kept.role() != Role::Tool;
         newest_first.push(kept.message()?);
         if last {
             break;
@@ -264,7 +297,7 @@ mod tests {
         assert_eq!(kept[0].message().unwrap(), m);
         assert_eq!(history.parsed(0, 1).unwrap()[0].as_ref(), &m);
         assert_eq!(history.json(0, 1).unwrap()[0].get(), serde_json::to_string(&m).unwrap());
-        assert_eq!(kept[0].role, Role::Assistant);
+        assert_eq!(kept[0].role(), Role::Assistant);
     }
 
     #[test]
@@ -273,19 +306,36 @@ mod tests {
         m.content = json!("x\",\"created_at\": é");
         m.created_at = "2026-12-01T00:00:00.000001Z".into();
         let (history, kept) = History::of(std::slice::from_ref(&m), &Origin::default()).unwrap();
-        assert!(kept[0].short && !kept[0].json.contains("null"));
+        assert!(kept[0].short() && !kept[0].json.contains("null"));
         assert_eq!(kept[0].message().unwrap(), m);
         assert_eq!(history.json(0, 1).unwrap()[0].get(), serde_json::to_string(&m).unwrap());
         assert_eq!(history.index_of("a\"created_at\":"), Some(0));
         let mut named = m.clone();
         named.name = Some("n".into());
         let (history, kept) = History::of(std::slice::from_ref(&named), &Origin::default()).unwrap();
-        assert!(!kept[0].short);
+        assert!(!kept[0].short());
         assert_eq!(history.json(0, 1).unwrap()[0].get(), serde_json::to_string(&named).unwrap());
         let long = Message { content: json!("x".repeat(SHORT_CONTENT + 1)), ..m };
         let (history, kept) = History::of(std::slice::from_ref(&long), &Origin::default()).unwrap();
-        assert!(!kept[0].short);
+        assert!(!kept[0].short());
         assert_eq!(history.json(0, 1).unwrap()[0].get(), serde_json::to_string(&long).unwrap());
+    }
+
+    #[test]
+    fn a_kept_message_holds_its_role_origin_and_form_in_32_bytes() {
+        assert!(std::mem::size_of::<Stored>() <= 32);
+        let owner = Arc::new(String::from("s"));
+        for role in [Role::System, Role::User, Role::Assistant, Role::Tool] {
+            for (text, short) in [("x", true), (&*"x".repeat(SHORT_CONTENT + 1), false)] {
+                for (revision, kept_as) in [(0, 0), (1, 1), (REVISION, REVISION), (u64::MAX, REVISION)] {
+                    let origin = Origin { owner: owner.clone(), revision };
+                    let kept = Stored::of(&Message { content: json!(text), ..message(role, "m") }, &origin).unwrap();
+                    assert_eq!((kept.role(), kept.short()), (role, short));
+                    assert_eq!(kept.origin(), Origin { owner: owner.clone(), revision: kept_as });
+                    assert!(Arc::ptr_eq(&kept.origin().owner, &owner));
+                }
+            }
+        }
     }
 
     #[test]
@@ -299,7 +349,7 @@ mod tests {
                 m.id = id.map(str::to_owned);
                 m.content = json!(content);
                 let kept = Stored::of(&m, &Origin::default()).unwrap();
-                assert!(kept.short);
+                assert!(kept.short());
                 assert_eq!(
                     kept.full().unwrap().get(),
                     serde_json::to_string(&m).unwrap(),

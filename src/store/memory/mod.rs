@@ -57,7 +57,7 @@ struct Entry {
     usage: UsageTotals,
     /// The session's id as the messages it stores name their owner (`Origin`): one text
     /// that all of them share, not one per append.
-    owner: Option<Arc<str>>,
+    owner: Option<Arc<String>>,
 }
 
 impl Entry {
@@ -223,8 +223,8 @@ fn archive_of(session_id: &str, entry: &Entry) -> Result<Entry> {
 /// Who stores what the next change of `entry` adds: the session, at its next revision.
 fn stored_by(session_id: &str, entry: &mut Entry) -> Origin {
     let owner = match &entry.owner {
-        Some(owner) if **owner == *session_id => owner.clone(),
-        _ => entry.owner.insert(session_id.into()).clone(),
+        Some(owner) if owner.as_str() == session_id => owner.clone(),
+        _ => entry.owner.insert(Arc::new(session_id.to_owned())).clone(),
     };
     Origin { owner, revision: entry.revision + 1 }
 }
@@ -251,8 +251,8 @@ fn retried(session_id: &str, history: &History, messages: &[Message]) -> Result<
         }
     }
     let Some(&Some(last)) = places.last() else { return Ok(None) };
-    let origin = history.messages.get(last).map(|k| k.origin.clone()).unwrap_or_default();
-    let revision = if &*origin.owner == session_id { origin.revision } else { 0 };
+    let origin = history.messages.get(last).map(Stored::origin).unwrap_or_default();
+    let revision = if origin.owner.as_str() == session_id { origin.revision } else { 0 };
     Ok(Some(Appended::duplicate(stored, last as u64, revision)))
 }
 
@@ -385,7 +385,7 @@ impl Sessions for MemoryStore {
             other => free_id(&sessions, other)?,
         };
         let revision = replaced.as_ref().map_or(0, |r| r.1);
-        let (history, kept) = History::of(&import.messages, &Origin { owner: id.as_str().into(), revision })?;
+        let (history, kept) = History::of(&import.messages, &Origin { owner: Arc::new(id.clone()), revision })?;
         let mut entry = Entry::new(import.fields, history, None);
         entry.usage = UsageTotals::of(import.messages.iter().filter_map(|m| m.usage.as_ref()));
         if let Some((created_at, revision)) = replaced {
@@ -478,7 +478,7 @@ impl Histories for MemoryStore {
         check_revision(expected_revision, entry.revision)?;
         let history = &entry.history;
         let at = history.index_of(to_message_id).ok_or_else(|| Error::MessageNotFound(to_message_id.to_owned()))?;
-        let keep = at + 1 + rewind_keeps(history.messages.iter().skip(at + 1).map(|k| k.role));
+        let keep = at + 1 + rewind_keeps(history.messages.iter().skip(at + 1).map(Stored::role));
         let removed = (history.len() - keep) as u64;
         if removed == 0 {
             return Ok(Rewound { removed, revision: entry.revision, archived_session_id: None });
@@ -627,7 +627,7 @@ impl Checks for MemoryStore {
             for (i, kept) in entry.history.messages.iter().enumerate() {
                 match kept.message() {
                     Err(e) => found.push(format!("session {id}: message {i}: {e}")),
-                    Ok(message) if message.role != kept.role => {
+                    Ok(message) if message.role != kept.role() => {
                         found.push(format!("session {id}: message {i} is not kept with its role"));
                     }
                     Ok(Message { id: None, .. }) => found.push(format!("session {id}: message {i} has no id")),
@@ -664,13 +664,13 @@ mod tests {
         store.fork("one", Some("fork".into()), None).await.unwrap();
         store.append("fork", user("d"), None, false).await.unwrap();
         let sessions = store.lock();
-        let owners = |id: &str| -> Vec<Arc<str>> {
-            sessions[id].history.messages.iter().map(|kept| kept.origin.owner.clone()).collect()
+        let owners = |id: &str| -> Vec<Arc<String>> {
+            sessions[id].history.messages.iter().map(|kept| kept.origin().owner).collect()
         };
         let (one, fork) = (owners("one"), owners("fork"));
-        assert_eq!((&*one[0], &*one[1], &*owners("other")[0]), ("one", "one", "other"));
+        assert_eq!((one[0].as_str(), one[1].as_str(), owners("other")[0].as_str()), ("one", "one", "other"));
         assert!(Arc::ptr_eq(&one[0], &one[1]), "two appends, one allocation");
         assert!(Arc::ptr_eq(&one[0], &fork[0]), "inherited from the session forked");
-        assert_eq!(&*fork[2], "fork");
+        assert_eq!(fork[2].as_str(), "fork");
     }
 }
