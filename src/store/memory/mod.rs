@@ -385,8 +385,10 @@ impl Sessions for MemoryStore {
             other => free_id(&sessions, other)?,
         };
         let revision = replaced.as_ref().map_or(0, |r| r.1);
-        let (history, kept) = History::of(&import.messages, &Origin { owner: Arc::new(id.clone()), revision })?;
+        let owner = Arc::new(id.clone());
+        let (history, kept) = History::of(&import.messages, &Origin { owner: owner.clone(), revision })?;
         let mut entry = Entry::new(import.fields, history, None);
+        entry.owner = Some(owner);
         entry.usage = UsageTotals::of(import.messages.iter().filter_map(|m| m.usage.as_ref()));
         if let Some((created_at, revision)) = replaced {
             (entry.created_at, entry.revision) = (created_at, revision);
