@@ -16,9 +16,8 @@ use crate::store::MessageJson;
 #[derive(Clone)]
 pub struct Stored {
     /// Its JSON text, which the server wrote itself: valid by construction, so never
-    /// parsed to be handed out. Without `NULLS` when short; either form parses as the
-    /// message.
-    pub json: Arc<str>,
+    /// parsed to be handed out. A short message keeps only its values (`short_text`).
+    json: Arc<str>,
     /// `Origin::owner`.
     owner: Arc<String>,
     /// `Origin::revision` in the low `REVISION_BITS` bits; above them its role, and
@@ -41,13 +40,18 @@ const REVISION: u64 = (1 << REVISION_BITS) - 1;
 const SHORT: u64 = 1 << (REVISION_BITS + 2);
 
 /// The members of a message with no name, tool call id, tool calls, images, metadata,
-/// native form or usage, all `null`: half of a tiny message's text. A short message (such a message whose
-/// content is a string of at most `SHORT_CONTENT` bytes) is kept without them; they are
-/// put back when its text is handed out, which costs a copy, so longer messages, for
-/// which the members weigh little, are kept whole.
+/// native form or usage, all `null`: half of a tiny message's text. A short message (such
+/// a message whose content is a string of at most `SHORT_CONTENT` bytes) is kept as the
+/// values of its id, content and time alone; its keys, role and these members are put
+/// back when its text is handed out, which costs a copy, so longer messages, for which
+/// they weigh little, are kept whole.
 const NULLS: &str =
     r#","name":null,"tool_call_id":null,"tool_calls":null,"images":null,"metadata":null,"native":null,"usage":null"#;
 const SHORT_CONTENT: usize = 256;
+
+/// The keys and punctuation `full` puts around a short message's values, with the
+/// longest role name.
+const SHORT_KEYS: usize = r#"{"id":,"role":"assistant","content":,"created_at":}"#.len();
 
 impl Stored {
     pub fn of(m: &Message, origin: &Origin) -> Result<Stored> {
@@ -93,52 +97,128 @@ impl Stored {
         Origin { owner: self.owner.clone(), revision: self.packed & REVISION }
     }
 
+    /// The kept text: the same allocation for every fork holding the message.
+    pub fn text(&self) -> &Arc<str> {
+        &self.json
+    }
+
     /// The text `Message` serializes to.
     pub fn full(&self) -> Result<MessageJson> {
         if !self.short() {
             return Ok(MessageJson::Shared(self.json.clone()));
         }
-        let text = &*self.json;
-        // The last member is `created_at`, and no JSON string holds an unescaped `"`.
-        let at =
-            text.rfind(r#","created_at":"#).ok_or_else(|| Error::Internal("a kept message lost its time".into()))?;
-        let mut full = String::with_capacity(text.len() + NULLS.len());
-        full.push_str(&text[..at]);
+        Ok(MessageJson::Shared(Arc::from(self.full_text()?)))
+    }
+
+    /// A short message's text with its keys and `NULLS` put back, in `Message`'s order.
+    fn full_text(&self) -> Result<String> {
+        let (id, content, created_at) = self.values()?;
+        let mut full = String::with_capacity(self.json.len() + SHORT_KEYS + NULLS.len());
+        full.push_str(r#"{"id":"#);
+        full.push_str(id);
+        full.push_str(r#","role":""#);
+        full.push_str(role_name(self.role()));
+        full.push_str(r#"","content":"#);
+        full.push_str(content);
         full.push_str(NULLS);
-        full.push_str(&text[at..]);
-        Ok(MessageJson::Shared(Arc::from(full)))
+        full.push_str(r#","created_at":"#);
+        full.push_str(created_at);
+        full.push('}');
+        Ok(full)
+    }
+
+    /// A short message's values, each one JSON value: its id (`null` or a string), its
+    /// content and its time (strings).
+    fn values(&self) -> Result<(&str, &str, &str)> {
+        let text = &*self.json;
+        let id_end = if text.starts_with("null") { Some(4) } else { string_end(text, 0) };
+        let content_end = id_end.and_then(|at| string_end(text, at).map(|end| (at, end)));
+        match content_end {
+            Some((id_end, end)) if string_end(text, end) == Some(text.len()) => {
+                Ok((&text[..id_end], &text[id_end..end], &text[end..]))
+            }
+            _ => Err(Error::Internal("a kept message lost its shape".into())),
+        }
     }
 
     /// The message, parsed back from its text.
     pub fn message(&self) -> Result<Message> {
+        if self.short() {
+            return serde_json::from_str(&self.full_text()?).map_err(|e| unreadable(&e));
+        }
         serde_json::from_str(&self.json).map_err(|e| unreadable(&e))
+    }
+
+    /// Its id.
+    pub fn id(&self) -> Result<Option<String>> {
+        if self.short() {
+            return serde_json::from_str(self.values()?.0).map_err(|e| unreadable(&e));
+        }
+        #[derive(serde::Deserialize)]
+        struct Id {
+            id: Option<String>,
+        }
+        let id: Id = serde_json::from_str(&self.json).map_err(|e| unreadable(&e))?;
+        Ok(id.id)
+    }
+
+    /// Its content.
+    pub fn content(&self) -> Result<Value> {
+        if self.short() {
+            return serde_json::from_str(self.values()?.1).map_err(|e| unreadable(&e));
+        }
+        #[derive(serde::Deserialize)]
+        struct Content {
+            content: Value,
+        }
+        let content: Content = serde_json::from_str(&self.json).map_err(|e| unreadable(&e))?;
+        Ok(content.content)
+    }
+
+    /// Whether its id is `quoted` (an id as a JSON string): every stored text begins with
+    /// its id, a whole text as `Message` serializes `id` first. A JSON string read from
+    /// the start of a text ends where `quoted` ends exactly when the two are the same.
+    fn has_id(&self, quoted: &str) -> bool {
+        let rest = if self.short() { Some(&*self.json) } else { self.json.strip_prefix(r#"{"id":"#) };
+        rest.is_some_and(|rest| rest.starts_with(quoted))
     }
 }
 
-/// A short message's text: the members `Message` serializes around `NULLS`, in its order.
-/// Written here rather than by serde_json, which escapes every key as it writes it: each
-/// append of a short message makes one.
+/// The end of the JSON string that starts at `start` of `text` (one past its closing
+/// quote), or `None` when no string starts there.
+fn string_end(text: &str, start: usize) -> Option<usize> {
+    let bytes = text.as_bytes();
+    if bytes.get(start) != Some(&b'"') {
+        return None;
+    }
+    let mut at = start + 1;
+    loop {
+        at += memchr::memchr2(b'"', b'\\', bytes.get(at..)?)?;
+        if bytes[at] == b'"' {
+            return Some(at + 1);
+        }
+        at += 2;
+    }
+}
+
+/// A short message's text: the values of its id, content and time, one after another,
+/// as `Message` serializes them (each is self-delimiting: `null` or a JSON string). Its
+/// role is kept beside it. Written here rather than by serde_json, which escapes every
+/// key as it writes it: each append of a short message makes one.
 fn short_text(m: &Message, content: &str) -> String {
     let id_len = m.id.as_ref().map_or(4, String::len);
-    let mut text = String::with_capacity(64 + id_len + content.len() + m.created_at.len());
-    text.push_str(r#"{"id":"#);
+    let mut text = String::with_capacity(6 + id_len + content.len() + m.created_at.len());
     match &m.id {
         Some(id) => push_string(&mut text, id),
         None => text.push_str("null"),
     }
-    text.push_str(r#","role":""#);
-    text.push_str(role_name(m.role));
-    text.push('"');
-    text.push_str(r#","content":"#);
     push_string(&mut text, content);
-    text.push_str(r#","created_at":"#);
     push_string(&mut text, &m.created_at);
-    text.push('}');
     text
 }
 
 /// The error for a stored text that does not read back: a bug, never the client's input.
-pub fn unreadable(e: &serde_json::Error) -> Error {
+fn unreadable(e: &serde_json::Error) -> Error {
     Error::Internal(format!("a stored message does not read back: {e}"))
 }
 
@@ -187,27 +267,15 @@ impl History {
         self.messages.iter().rev().map(Stored::role)
     }
 
-    /// The index of message `id`, found by the start of each text, newest first: every
-    /// stored text begins with its id (`Message` serializes `id` first).
+    /// The index of message `id`, newest first.
     pub fn index_of(&self, id: &str) -> Option<usize> {
         let quoted = serde_json::to_string(id).ok()?;
-        let prefix = format!(r#"{{"id":{quoted},"#);
-        self.messages.iter().rev().position(|k| k.json.starts_with(&prefix)).map(|back| self.len() - 1 - back)
+        self.messages.iter().rev().position(|k| k.has_id(&quoted)).map(|back| self.len() - 1 - back)
     }
 
     /// The id of the message at `index`.
     pub fn id_at(&self, index: usize) -> Result<Option<String>> {
-        match self.messages.get(index) {
-            None => Ok(None),
-            Some(kept) => {
-                #[derive(serde::Deserialize)]
-                struct Id {
-                    id: Option<String>,
-                }
-                let id: Id = serde_json::from_str(&kept.json).map_err(|e| unreadable(&e))?;
-                Ok(id.id)
-            }
-        }
+        self.messages.get(index).map_or(Ok(None), Stored::id)
     }
 
     pub fn last_id(&self) -> Result<Option<String>> {
@@ -319,6 +387,41 @@ mod tests {
         let (history, kept) = History::of(std::slice::from_ref(&long), &Origin::default()).unwrap();
         assert!(!kept[0].short());
         assert_eq!(history.json(0, 1).unwrap()[0].get(), serde_json::to_string(&long).unwrap());
+    }
+
+    #[test]
+    fn a_short_message_keeps_its_values_alone_and_is_found_by_id() {
+        let m = Message { created_at: "2026-12-04T00:00:00.000001Z".into(), ..message(Role::User, "m-1") };
+        let kept = Stored::of(&m, &Origin::default()).unwrap();
+        assert_eq!(&*kept.json, r#""m-1""text""2026-12-04T00:00:00.000001Z""#);
+        assert_eq!(kept.content().unwrap(), json!("text"));
+        // Ids that end in an escape, hold quotes, are a prefix of another, or are missing;
+        // the same ids on messages kept whole.
+        let ids = [Some("a\\"), Some("a\\\""), Some("a"), Some("a\"b"), None, Some("")];
+        let mut messages = Vec::new();
+        for whole in [false, true] {
+            for id in ids {
+                let mut m = message(Role::Assistant, "x");
+                m.id = id.map(str::to_owned);
+                m.content = json!(format!("about \"{id:?}\""));
+                if whole {
+                    m.name = Some("n".into());
+                }
+                messages.push(m);
+            }
+        }
+        let (history, kept) = History::of(&messages, &Origin::default()).unwrap();
+        for (i, (m, kept)) in messages.iter().zip(&kept).enumerate() {
+            assert_eq!(kept.short(), i < ids.len());
+            assert_eq!(kept.message().unwrap(), *m);
+            assert_eq!(kept.content().unwrap(), m.content);
+            assert_eq!(history.id_at(i).unwrap(), m.id);
+            if let Some(id) = &m.id {
+                assert_eq!(history.index_of(id), Some(i + ids.len() * usize::from(i < ids.len())), "{id:?}");
+            }
+        }
+        assert_eq!(history.index_of("a\\\\"), None);
+        assert_eq!(history.id_at(messages.len()).unwrap(), None);
     }
 
     #[test]

@@ -187,7 +187,7 @@ impl MemoryStore {
             for (i, data) in message.images.iter().flatten().enumerate() {
                 let holders = index.entry(image::describe(data).reference).or_default();
                 holders.retain(|(m, _)| m.strong_count() > 0);
-                holders.push((Arc::downgrade(&kept.json), i));
+                holders.push((Arc::downgrade(kept.text()), i));
             }
         }
     }

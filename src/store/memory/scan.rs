@@ -6,18 +6,10 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
-use serde_json::Value;
-
-use super::history::{Stored, unreadable};
+use super::history::Stored;
 use crate::error::Result;
 use crate::session::search::{Query, content_text, indexed_words, message_text};
 use crate::store::Found;
-
-/// What matching reads of a message that may match.
-#[derive(serde::Deserialize)]
-struct Searched {
-    content: Value,
-}
 
 /// The hits `offset..offset + limit` among `histories` (session id, messages): most
 /// term occurrences first, then by session id and index.
@@ -31,7 +23,7 @@ pub fn scan(
     let mut hits: Vec<(u64, &str, usize, &Stored)> = Vec::new();
     for (session_id, messages) in &histories {
         for (index, kept) in messages.iter().enumerate() {
-            let score = match scores.entry(kept.json.as_ptr()) {
+            let score = match scores.entry(kept.text().as_ptr()) {
                 Entry::Occupied(known) => *known.get(),
                 Entry::Vacant(new) => *new.insert(score(query, kept)?),
             };
@@ -67,12 +59,12 @@ const WHOLE_TEXT_MAX: usize = 16 * 1024;
 /// and digits, which JSON text never escapes, so a text that lacks them cannot match and
 /// is not parsed.
 fn score(query: &Query, kept: &Stored) -> Result<Option<u64>> {
-    let text = &*kept.json;
+    let text = kept.text();
     if text.len() <= WHOLE_TEXT_MAX && !query.may_match(text) {
         return Ok(None);
     }
-    let searched: Searched = serde_json::from_str(text).map_err(|e| unreadable(&e))?;
-    let content = content_text(&searched.content);
+    let content = kept.content()?;
+    let content = content_text(&content);
     if !query.may_match(&content) {
         return Ok(None);
     }
