@@ -105,7 +105,7 @@ impl<'a> Envelope<'a> {
                 _ => invalid("`method` is missing"),
             };
         };
-        let Ok(method) = serde_json::from_str::<Cow<str>>(method.get()) else {
+        let Some(method) = string_value(method.get()) else {
             return invalid(if method.get().starts_with('"') {
                 "`method` must be valid Unicode: it holds a lone surrogate escape"
             } else {
@@ -130,10 +130,24 @@ const LONE_SURROGATE_ID: &str = "`id` must be valid Unicode: it holds a lone sur
 fn is_valid_id(id: &RawValue) -> bool {
     let s = id.get();
     match s.as_bytes().first() {
-        Some(b'"') => serde_json::from_str::<Cow<str>>(s).is_ok(),
-        // A JSON number already (the text of a `RawValue`): a double must hold it.
-        Some(b'-' | b'0'..=b'9') => s.parse::<f64>().is_ok_and(f64::is_finite),
+        Some(b'"') => string_value(s).is_some(),
+        // A JSON number already (the text of a `RawValue`): a double must hold it. One of
+        // digits alone (and its sign) is an integer, which a double holds up to 308 digits.
+        Some(b'-' | b'0'..=b'9') => {
+            (s.len() <= 300 && s.bytes().all(|b| b.is_ascii_digit() || b == b'-'))
+                || s.parse::<f64>().is_ok_and(f64::is_finite)
+        }
         _ => s == "null",
+    }
+}
+
+/// The value of `text` when it is a JSON string that is valid Unicode, else `None`.
+/// `text` is a `RawValue`'s, so serde_json checked it: when it holds no escape, its
+/// value is what lies between its quotes, borrowed without a second parse.
+fn string_value(text: &str) -> Option<Cow<'_, str>> {
+    match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+        Some(inner) if !inner.contains('\\') => Some(Cow::Borrowed(inner)),
+        _ => serde_json::from_str(text).ok(),
     }
 }
 
@@ -277,6 +291,34 @@ mod tests {
                 Element::Invalid { id, .. } => assert_eq!(id.map(RawValue::get), want, "{input}"),
                 other => panic!("{input}: {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn ids_and_methods_are_read_as_serde_json_reads_them() {
+        // Integers a double holds up to 308 digits (the fast path takes up to 300); past
+        // that they are infinite.
+        for (digits, valid) in [(1, true), (300, true), (308, true), (309, false), (400, false)] {
+            for sign in ["", "-"] {
+                let id = format!("{sign}{}", "9".repeat(digits));
+                match single(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"m"}}"#)) {
+                    Element::Call { id: Some(got), .. } => assert!(valid && got.get() == id, "{digits}"),
+                    Element::Invalid { id: None, .. } => assert!(!valid, "{digits}"),
+                    other => panic!("{digits}: {other:?}"),
+                }
+            }
+        }
+        for (text, value) in [
+            (r#""m""#, Some("m")),
+            (r#""""#, Some("")),
+            (r#""a\"b""#, Some("a\"b")),
+            (r#""\u00e9\/""#, Some("é/")),
+            (r#""\ud800""#, None),
+            ("5", None),
+            ("null", None),
+        ] {
+            assert_eq!(string_value(text).as_deref(), value, "{text}");
+            assert_eq!(matches!(string_value(text), Some(Cow::Borrowed(_))), !text.contains('\\') && value.is_some());
         }
     }
 
