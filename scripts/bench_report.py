@@ -144,7 +144,7 @@ def main(path):
         check("SQLite: history of 10,000 × 1 KB at ≥ 3× Python (issues 15, 28)", s_hist >= 3 * py_hist, f"{s_hist / py_hist:.1f}×")
     million = med(convo, "peak_rss_with_million_mib")
     if million:
-        check("memory: peak RSS with 1,000,000 tiny messages ≤ 250 MiB (issue 15)", million <= 250, f"{million:.0f} MiB")
+        check("memory: peak RSS with 1,000,000 tiny messages ≤ 197 MiB (issues 15, 28)", million <= 197, f"{million:.0f} MiB")
     f10, f100k = med(convo, "fork_10_ms"), med(convo, "fork_100000_ms")
     if f10 and f100k:
         check("fork of 100,000 within 2× fork of 10", f100k <= 2 * f10, f"{f100k / f10:.2f}×")

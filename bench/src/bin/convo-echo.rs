@@ -2,13 +2,22 @@
 //! `null` and does nothing else. What convo costs is measured against what the pipe and
 //! the framing alone cost. `echo/ask` is the floor of a turn through the host: it asks
 //! the client `runtime/run` and answers `null` once the client answered.
+//!
+//! It writes as convo does: what is answered goes out once nothing more is read, and
+//! after every `REPLIES_PER_WRITE` replies (convo's `FRAMES_PER_TURN`), so that a client
+//! that pipelines works on the first replies while the rest are answered. Writing only
+//! once a whole read was answered made the floor a third to a half slower than the pipe
+//! allows, and convo, which writes sooner, looked closer to it than it is.
 
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+
+const REPLIES_PER_WRITE: u64 = 16;
 
 fn main() {
     let mut input = BufReader::with_capacity(1 << 16, std::io::stdin().lock());
     let mut output = BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     let mut line = String::new();
+    let mut replies = 0u64;
     // The request of an `echo/ask` whose `runtime/run` the client has not answered yet.
     let mut asked: Option<serde_json::Value> = None;
     loop {
@@ -53,8 +62,10 @@ fn main() {
         if let Some(id) = id {
             let reply = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":null}}"#);
             let _ = write!(output, "Content-Length: {}\r\n\r\n{reply}", reply.len());
+            replies += 1;
         }
-        if input.buffer().is_empty() && output.flush().is_err() {
+        let sooner = replies.is_multiple_of(REPLIES_PER_WRITE) && !output.buffer().is_empty();
+        if (input.buffer().is_empty() || sooner) && output.flush().is_err() {
             return;
         }
     }
