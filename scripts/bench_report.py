@@ -124,7 +124,9 @@ def main(path):
         check("convo-bench is not the bottleneck: the echo through it within 10% of the tightest client", floor_pipe >= 0.9 * tight, f"{floor_pipe / tight:.0%}")
     one = med(convo, "pipelined_one_session_add_user_per_s")
     if floor_pipe and one:
-        faster = max(floor_pipe, tight or 0)
+        # The echo's every measure of the same work: spread over sessions or on one (the
+        # echo keeps none), through convo-bench or the tightest client.
+        faster = max(floor_pipe, tight or 0, med("floor", "pipelined_one_session_add_user_per_s") or 0)
         check("memory: one-session pipelined add_user ≥ 0.6× the faster echo (issues 15, 28)", one >= 0.6 * faster, f"{one / faster:.2f}×")
     one_sqlite = med("convo sqlite normal", "pipelined_one_session_add_user_per_s")
     if one_sqlite:
