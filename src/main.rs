@@ -21,8 +21,9 @@ static ALLOCATOR: MiMalloc = MiMalloc;
 struct MiMalloc;
 
 /// The alignment of every block of at least this size that mimalloc hands out: C's
-/// `max_align_t`, which it keeps as `MI_MAX_ALIGN_SIZE` by making each size class a
-/// multiple of it.
+/// `max_align_t`, which it keeps as `MI_MAX_ALIGN_SIZE` (every size class above 8 bytes is
+/// a multiple of it, and a page's blocks start on it). The one smaller class, 8 bytes,
+/// serves only sizes up to 8, whose alignment `plain`'s `align <= size` keeps at most 8.
 const PLAIN_ALIGN: usize = 16;
 
 fn plain(align: usize, size: usize) -> bool {
