@@ -50,8 +50,8 @@ const MAX_HOST_TURNS: u32 = MAX_IN_FLIGHT;
 /// the writer above all, which then sends what is answered so far. A client that
 /// pipelines reads its first replies, and sends more, while the server works on the rest
 /// of what it read, instead of both taking turns a whole read at a time (pipelined
-/// appends on one session: 30-50% more a second, `convo-bench`); it costs one write for
-/// every this many frames of a long read.
+/// appends on one session: about 20% more a second, interleaved `convo-bench` rounds;
+/// BENCHMARKS.md); it costs one write for every this many frames of a long read.
 const FRAMES_PER_TURN: usize = 16;
 
 pub struct Connection {
