@@ -151,6 +151,14 @@ pub fn message_json(row: &Row, out: &mut String) -> rusqlite::Result<bool> {
         }
     };
     let json = |i: usize| -> rusqlite::Result<Option<&str>> {
+        match row.get_ref(i)? {
+            ValueRef::Null => return Ok(None),
+            // SAFETY: every byte is ASCII, which `is_plain_json_string` checked.
+            ValueRef::Text(bytes) if is_plain_json_string(bytes) => {
+                return Ok(Some(unsafe { std::str::from_utf8_unchecked(bytes) }));
+            }
+            _ => {}
+        }
         let value = text(i)?;
         match value {
             Some(json) if !is_one_json_line(json) => Err(rusqlite::Error::FromSqlConversionFailure(
@@ -210,6 +218,19 @@ pub fn message_json(row: &Row, out: &mut String) -> rusqlite::Result<bool> {
 /// What a JSON string cannot hold unescaped (serde_json escapes exactly these).
 fn needs_escape(b: u8) -> bool {
     b == b'"' || b == b'\\' || b < 0x20
+}
+
+/// Whether `bytes` is a JSON string of ASCII with nothing escaped: a quote at each end,
+/// and between them no quote, no backslash, and no byte below a space or past ASCII
+/// (as a signed byte, both are below a space). Most content is, and is checked in this
+/// one pass for its UTF-8 and its JSON alike. The scan has no short cut: it is
+/// branch-free and vectorizes.
+fn is_plain_json_string(bytes: &[u8]) -> bool {
+    let unplain = |b: u8| (b as i8) < 0x20 || b == b'"' || b == b'\\';
+    match bytes {
+        [b'"', inner @ .., b'"'] => !inner.iter().fold(false, |seen, &b| seen | unplain(b)),
+        _ => false,
+    }
 }
 
 /// Whether `text` is one JSON value with no line break in it. A string without escapes,
@@ -393,6 +414,35 @@ mod tests {
             let row = stored(&m);
             let text = spliced(row.each_ref().map(Option::as_deref)).unwrap().expect("no images");
             assert_eq!(text, serde_json::to_string(&m).unwrap());
+        }
+    }
+
+    #[test]
+    fn content_is_checked_for_utf_8_on_the_plain_path_and_off_it() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(&format!("CREATE TABLE messages ({MESSAGE_COLUMNS})")).unwrap();
+        let row = stored(&Message::new(Role::User, "hi".into()));
+        // The content column as the bytes `hex` spells, read back through `message_json`.
+        let content = |hex: &str| -> rusqlite::Result<String> {
+            conn.execute("DELETE FROM messages", []).unwrap();
+            let sql = format!(
+                "INSERT INTO messages VALUES (?1, ?2, CAST(x'{hex}' AS TEXT), ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+            );
+            conn.execute(&sql, row.each_ref().map(Option::as_deref)).unwrap();
+            let mut out = String::new();
+            conn.query_row(&format!("SELECT {MESSAGE_COLUMNS} FROM messages"), [], |row| message_json(row, &mut out))?;
+            Ok(out)
+        };
+        let parsed = |text: String| serde_json::from_str::<Value>(&text).unwrap()["content"].clone();
+        // "hi", then "é" in UTF-8, then "a\"b" with its escape, then a DEL, the last ASCII.
+        assert_eq!(parsed(content("22686922").unwrap()), "hi");
+        assert_eq!(parsed(content("22c3a922").unwrap()), "\u{e9}");
+        assert_eq!(parsed(content("22615c226222").unwrap()), "a\"b");
+        assert_eq!(parsed(content("227f22").unwrap()), "\u{7f}");
+        // A byte that is not UTF-8, bare or after an escape, is refused, and so is a
+        // control character.
+        for damaged in ["22ff22", "2261ff6222", "2280", "225c22ff22", "22c322", "220922"] {
+            assert!(content(damaged).is_err(), "{damaged}");
         }
     }
 
