@@ -49,17 +49,24 @@ impl Ops {
     /// Appends one message as a client gave it (`add_user`, `add_assistant`,
     /// `add_tool_result`, `add_message`); an error in it names `param`, the member it
     /// came in, when that is not the top level.
-    pub async fn add(
-        &self,
-        session_id: &str,
+    ///
+    /// Not an `async fn`: the message goes into the `Vec` the append takes before the
+    /// future is made, so the future holds the `Vec`, not the message (every request's
+    /// future is moved into a box of that size).
+    pub fn add<'a>(
+        &'a self,
+        session_id: &'a str,
         input: MessageInput,
-        param: Option<&str>,
+        param: Option<&'a str>,
         expected: Option<u64>,
-    ) -> Result<Added> {
-        let done = self.append_named(session_id, vec![input], |_| param.map(str::to_owned), expected).await?;
-        let Appended { mut message_ids, index, revision, duplicate_of } = done;
-        let message_id = message_ids.pop().ok_or_else(|| Error::Internal("append returned no id".into()))?;
-        Ok(Added { message_id, index, revision, duplicate: duplicate_of.is_some() })
+    ) -> impl Future<Output = Result<Added>> + Send + 'a {
+        let inputs = vec![input];
+        async move {
+            let done = self.append_named(session_id, inputs, |_| param.map(str::to_owned), expected).await?;
+            let Appended { mut message_ids, index, revision, duplicate_of } = done;
+            let message_id = message_ids.pop().ok_or_else(|| Error::Internal("append returned no id".into()))?;
+            Ok(Added { message_id, index, revision, duplicate: duplicate_of.is_some() })
+        }
     }
 
     /// Appends messages as a client gave them (`add_messages`), all or none.
@@ -86,14 +93,18 @@ impl Ops {
             self.resolve_images(input).await.map_err(|e| within(i, e))?;
         }
         // Calls given no id (Gemini's) are numbered after the session's ids and those of
-        // the messages before them in this request.
+        // the messages before them in this request. The session's are read when the first
+        // such message is reached; no message is held across that wait, which would make
+        // every append's future larger by two messages.
         let mut taken = None;
         let mut messages = Vec::with_capacity(inputs.len());
-        for (i, mut input) in inputs.into_iter().enumerate() {
+        let mut rest = inputs.into_iter();
+        while let Some(next) = rest.as_slice().first() {
+            if numbers_calls(next) && taken.is_none() {
+                taken = Some(self.call_ids_of(session_id).await?);
+            }
+            let (i, Some(mut input)) = (messages.len(), rest.next()) else { break };
             if numbers_calls(&input) {
-                if taken.is_none() {
-                    taken = Some(self.call_ids_of(session_id).await?);
-                }
                 input.taken_call_ids = taken.clone().unwrap_or_default();
             }
             let message = input.into_message(Identity::Fresh).map_err(|e| within(i, e))?;

@@ -66,8 +66,8 @@ impl Ops {
         let native = serde_json::to_value(&read.native).map_err(|e| Error::Internal(e.to_string()))?;
         let usage = serde_json::to_value(read.usage).map_err(|e| Error::Internal(e.to_string()))?;
         let mut input = MessageInput {
-            native: Some(native),
-            usage: Some(usage),
+            native: Some(Box::new(native)),
+            usage: Some(Box::new(usage)),
             metadata: Some(metadata),
             ..MessageInput::new(Role::Assistant, Value::Null)
         };

@@ -163,8 +163,8 @@ fn native_answer(format: &Value, response: &Value, text_only: bool, taken: &Hash
     let usage = serde_json::to_value(read.usage).map_err(|e| Error::Internal(e.to_string()))?;
     let native = serde_json::to_value(&read.native).map_err(|e| Error::Internal(e.to_string()))?;
     let input = MessageInput {
-        native: Some(native),
-        usage: Some(usage.clone()),
+        native: Some(Box::new(native)),
+        usage: Some(Box::new(usage.clone())),
         metadata: Some(metadata),
         taken_call_ids: taken.clone(),
         ..MessageInput::new(Role::Assistant, Value::Null)

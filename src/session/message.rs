@@ -37,10 +37,12 @@ pub struct Message {
     pub tool_calls: Option<Vec<Value>>,
     pub images: Option<Vec<String>>,
     pub metadata: Option<Map<String, Value>>,
-    /// An assistant turn in its provider's own form (`session::native`).
-    pub native: Option<Native>,
+    /// An assistant turn in its provider's own form (`session::native`). Boxed, as
+    /// `usage` is: most messages have neither, and a message is moved several times on
+    /// its way to the store (312 bytes rather than 480).
+    pub native: Option<Box<Native>>,
     /// What the response that made this message cost.
-    pub usage: Option<Usage>,
+    pub usage: Option<Box<Usage>>,
     pub created_at: String,
 }
 
@@ -137,9 +139,9 @@ pub struct MessageInput {
     /// `{format, model, body}`: an assistant turn in its provider's own form; its common
     /// form (`content`, `tool_calls`) is derived from it.
     #[serde(default)]
-    pub native: Option<Value>,
+    pub native: Option<Box<Value>>,
     #[serde(default)]
-    pub usage: Option<Value>,
+    pub usage: Option<Box<Value>>,
     /// An assistant turn that said nothing (an empty answer a model gave) is stored as
     /// given instead of refused; export leaves it out with a warning.
     #[serde(default)]
@@ -192,7 +194,7 @@ impl MessageInput {
 
     /// Checks the field rules of spec section 2 and builds the message to store.
     pub fn into_message(mut self, identity: Identity) -> Result<Message> {
-        let native = self.native.take().filter(|n| !n.is_null()).map(native_param).transpose()?;
+        let native = self.native.take().filter(|n| !n.is_null()).map(|n| native_param(*n)).transpose()?;
         let usage = self.usage.take().filter(|u| !u.is_null()).map(|u| usage_param(&u)).transpose()?;
         if let Some(native) = &native {
             self.common_form_of(native, identity)?;
@@ -242,8 +244,8 @@ impl MessageInput {
             name: self.name,
             images,
             metadata: self.metadata,
-            native,
-            usage,
+            native: native.map(Box::new),
+            usage: usage.map(Box::new),
             ..Message::new(self.role, self.content)
         };
         if identity == Identity::Fresh

@@ -172,7 +172,7 @@ impl MemoryStore {
             let origin = stored_by(session_id, entry);
             let kept = entry.history.extend(&planned, &origin)?;
             self.index_images(&planned, &kept);
-            planned.iter().filter_map(|m| m.usage.as_ref()).for_each(|u| entry.usage.add(u));
+            planned.iter().filter_map(|m| m.usage.as_deref()).for_each(|u| entry.usage.add(u));
             entry.touch();
             self.publish(session_id, entry, ChangeKind::Appended);
         }
@@ -389,7 +389,7 @@ impl Sessions for MemoryStore {
         let (history, kept) = History::of(&import.messages, &Origin { owner: owner.clone(), revision })?;
         let mut entry = Entry::new(import.fields, history, None);
         entry.owner = Some(owner);
-        entry.usage = UsageTotals::of(import.messages.iter().filter_map(|m| m.usage.as_ref()));
+        entry.usage = UsageTotals::of(import.messages.iter().filter_map(|m| m.usage.as_deref()));
         if let Some((created_at, revision)) = replaced {
             (entry.created_at, entry.revision) = (created_at, revision);
         }

@@ -230,7 +230,7 @@ fn plan(at: &mut Appending, messages: Vec<Message>, expected: Option<u64>) -> Re
     let from = row.len;
     row.len += planned.len() as u64;
     row.info.message_count = row.count();
-    planned.iter().filter_map(|m| m.usage.as_ref()).for_each(|u| row.info.usage.add(u));
+    planned.iter().filter_map(|m| m.usage.as_deref()).for_each(|u| row.info.usage.add(u));
     let appended = Appended::new(message_ids, row.count() - 1, row.info.revision);
     // The head segment now serves up to the new length; when it served nothing before (a
     // new session, a fork cut at its parent's end), it now serves what this append wrote.
@@ -486,7 +486,7 @@ pub async fn import<T: Tx + ?Sized>(
         (None, Some(id)) if replace && expected.is_some() => return Err(Error::SessionNotFound(id.clone())),
         _ => {}
     }
-    let usage = UsageTotals::of(import.messages.iter().filter_map(|m| m.usage.as_ref()));
+    let usage = UsageTotals::of(import.messages.iter().filter_map(|m| m.usage.as_deref()));
     let Some(old) = existing else {
         let mut info = new_info(free_id(tx, import.session_id).await?, import.fields, None, n);
         let segment = tx.new_segment(None, 0, &info.session_id).await?;
