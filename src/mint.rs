@@ -9,8 +9,8 @@
 //! `updated_at`, is minted here. (The token that names this process as a draft's owner
 //! is not: it must differ between processes, and no reply shows it.)
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 enum Source {
@@ -42,19 +42,43 @@ pub fn is_counted() -> bool {
 /// A new id: a UUID v7 (ids sort by creation time), or the next counted one.
 pub fn id() -> String {
     match source() {
-        Source::System => uuid::Uuid::now_v7().hyphenated().encode_lower(&mut uuid::Uuid::encode_buffer()).to_owned(),
+        Source::System => v7(system_micros()),
         Source::Counted { ids, .. } => counted_id(ids.fetch_add(1, Ordering::Relaxed) + 1),
     }
+}
+
+/// A new id made at `micros`, a reading of `now_micros`, as `id` makes one at a reading
+/// of its own: a new message's id and time stamp take one reading between them.
+pub fn id_at(micros: i64) -> String {
+    match source() {
+        Source::System => v7(micros),
+        Source::Counted { ids, .. } => counted_id(ids.fetch_add(1, Ordering::Relaxed) + 1),
+    }
+}
+
+/// The UUID v7 of `micros`, hyphenated and lower-case. Every id comes from one counter
+/// (`uuid`'s, as `Uuid::now_v7` keeps one), so ids made in the same millisecond sort in
+/// the order they were made.
+fn v7(micros: i64) -> String {
+    static CONTEXT: Mutex<uuid::ContextV7> = Mutex::new(uuid::ContextV7::new());
+    let micros = u64::try_from(micros).unwrap_or(0);
+    let (seconds, nanos) = (micros / 1_000_000, (micros % 1_000_000) as u32 * 1_000);
+    let id = uuid::Uuid::new_v7(uuid::Timestamp::from_unix(&CONTEXT, seconds, nanos));
+    id.hyphenated().encode_lower(&mut uuid::Uuid::encode_buffer()).to_owned()
 }
 
 /// The time now in microseconds since the Unix epoch, or the counted clock's next reading.
 pub fn now_micros() -> i64 {
     match source() {
-        Source::System => match SystemTime::now().duration_since(UNIX_EPOCH) {
-            Ok(after) => i64::try_from(after.as_micros()).unwrap_or(i64::MAX),
-            Err(before) => i64::try_from(before.duration().as_micros()).map_or(i64::MIN, |us| -us),
-        },
+        Source::System => system_micros(),
         Source::Counted { millis, .. } => counted_micros(millis.fetch_add(1, Ordering::Relaxed)),
+    }
+}
+
+fn system_micros() -> i64 {
+    match SystemTime::now().duration_since(UNIX_EPOCH) {
+        Ok(after) => i64::try_from(after.as_micros()).unwrap_or(i64::MAX),
+        Err(before) => i64::try_from(before.duration().as_micros()).map_or(i64::MIN, |us| -us),
     }
 }
 
@@ -92,9 +116,19 @@ mod tests {
     }
 
     #[test]
-    fn system_ids_are_hyphenated_lower_case_version_7_uuids() {
-        let id = uuid::Uuid::now_v7().hyphenated().encode_lower(&mut uuid::Uuid::encode_buffer()).to_owned();
-        let parsed = uuid::Uuid::parse_str(&id).unwrap();
-        assert_eq!((parsed.get_version_num(), parsed.to_string()), (7, id));
+    fn system_ids_are_version_7_uuids_of_their_time_that_sort_as_made() {
+        let at = system_micros();
+        let ids: Vec<String> = (0..1000).map(|_| v7(at)).collect();
+        let millis = u64::try_from(at / 1000).unwrap();
+        for id in &ids {
+            let parsed = uuid::Uuid::parse_str(id).unwrap();
+            assert_eq!((parsed.get_version_num(), parsed.to_string()), (7, id.clone()));
+            let (seconds, nanos) = parsed.get_timestamp().unwrap().to_unix();
+            // Its millisecond, or a later one if another test's id came first (the
+            // counter never goes back).
+            let its = seconds * 1000 + u64::from(nanos / 1_000_000);
+            assert!((millis..millis + 60_000).contains(&its), "{id}: {its} ms, made at {millis}");
+        }
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids of one millisecond sort as they were made");
     }
 }

@@ -11,7 +11,7 @@ use crate::session::empty_table;
 
 use crate::session::image::ImageInput;
 use crate::session::native::{Native, Usage, derive, native_param, usage_param};
-use crate::session::stamp::{self, now};
+use crate::session::stamp::{self};
 
 /// The content of the result stored or shown for a call that never got one.
 pub const CANCELLED_CONTENT: &str = "Cancelled — connection was lost before this tool ran.";
@@ -68,10 +68,12 @@ impl Message {
             && same_json(&as_json(&self.metadata), &as_json(&stored.metadata))
     }
 
-    /// A message with a fresh id and time stamp and no optional fields.
+    /// A message with a fresh id and time stamp (of one reading of the clock) and no
+    /// optional fields.
     pub fn new(role: Role, content: Value) -> Self {
+        let at = crate::mint::now_micros();
         Message {
-            id: Some(new_message_id()),
+            id: Some(crate::mint::id_at(at)),
             role,
             content,
             name: None,
@@ -81,7 +83,7 @@ impl Message {
             metadata: None,
             native: None,
             usage: None,
-            created_at: now(),
+            created_at: stamp::at_micros(at),
         }
     }
 

@@ -23,7 +23,7 @@ pub fn now() -> String {
 /// message takes one (and its session's `updated_at` another): the date and the time of
 /// day are written once a second and kept, per thread, and only the microseconds at
 /// each call.
-fn at_micros(micros: i64) -> String {
+pub fn at_micros(micros: i64) -> String {
     thread_local! {
         static SECOND: Cell<(i64, [u8; 27])> = const { Cell::new((i64::MIN, [0; 27])) };
     }
