@@ -56,12 +56,15 @@ pub fn id_at(micros: i64) -> String {
     }
 }
 
-/// The UUID v7 of `micros`, hyphenated and lower-case. Every id comes from one counter
-/// (`uuid`'s, as `Uuid::now_v7` keeps one), so ids made in the same millisecond sort in
-/// the order they were made.
+/// The UUID v7 of `micros`, hyphenated and lower-case. Every id comes from this module's
+/// one `ContextV7` (a counter like the one `Uuid::now_v7` keeps for itself), so ids made
+/// in the same millisecond sort in the order they were made. The context never goes
+/// back: after the clock did, an id carries the latest time it has seen, not `micros`.
 fn v7(micros: i64) -> String {
     static CONTEXT: Mutex<uuid::ContextV7> = Mutex::new(uuid::ContextV7::new());
-    let micros = u64::try_from(micros).unwrap_or(0);
+    // A clock before 1970 reads as 1 ms past it, not 0: the context starts at 0, and
+    // would count from 1 there instead of from a random start.
+    let micros = u64::try_from(micros).unwrap_or(0).max(1_000);
     let (seconds, nanos) = (micros / 1_000_000, (micros % 1_000_000) as u32 * 1_000);
     let id = uuid::Uuid::new_v7(uuid::Timestamp::from_unix(&CONTEXT, seconds, nanos));
     id.hyphenated().encode_lower(&mut uuid::Uuid::encode_buffer()).to_owned()
@@ -130,5 +133,9 @@ mod tests {
             assert!((millis..millis + 60_000).contains(&its), "{id}: {its} ms, made at {millis}");
         }
         assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids of one millisecond sort as they were made");
+        // A clock that went back, even to before 1970, makes no id that sorts first.
+        let back = v7(-1_000_000);
+        assert_eq!(uuid::Uuid::parse_str(&back).unwrap().get_version_num(), 7);
+        assert!(back > ids[999], "{back} after {}", ids[999]);
     }
 }
