@@ -43,7 +43,7 @@ pub fn is_counted() -> bool {
 pub fn id() -> String {
     match source() {
         Source::System => v7(system_micros()),
-        Source::Counted { ids, .. } => counted_id(ids.fetch_add(1, Ordering::Relaxed) + 1),
+        Source::Counted { ids, .. } => next_counted_id(ids),
     }
 }
 
@@ -52,7 +52,7 @@ pub fn id() -> String {
 pub fn id_at(micros: i64) -> String {
     match source() {
         Source::System => v7(micros),
-        Source::Counted { ids, .. } => counted_id(ids.fetch_add(1, Ordering::Relaxed) + 1),
+        Source::Counted { ids, .. } => next_counted_id(ids),
     }
 }
 
@@ -83,6 +83,10 @@ fn system_micros() -> i64 {
         Ok(after) => i64::try_from(after.as_micros()).unwrap_or(i64::MAX),
         Err(before) => i64::try_from(before.duration().as_micros()).map_or(i64::MIN, |us| -us),
     }
+}
+
+fn next_counted_id(ids: &AtomicU64) -> String {
+    counted_id(ids.fetch_add(1, Ordering::Relaxed) + 1)
 }
 
 fn counted_id(n: u64) -> String {

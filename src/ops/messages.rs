@@ -103,7 +103,8 @@ impl Ops {
             if numbers_calls(next) && taken.is_none() {
                 taken = Some(self.call_ids_of(session_id).await?);
             }
-            let (i, Some(mut input)) = (messages.len(), rest.next()) else { break };
+            let Some(mut input) = rest.next() else { break };
+            let i = messages.len();
             if numbers_calls(&input) {
                 input.taken_call_ids = taken.clone().unwrap_or_default();
             }

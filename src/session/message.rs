@@ -11,7 +11,7 @@ use crate::session::empty_table;
 
 use crate::session::image::ImageInput;
 use crate::session::native::{Native, Usage, derive, native_param, usage_param};
-use crate::session::stamp::{self};
+use crate::session::stamp;
 
 /// The content of the result stored or shown for a call that never got one.
 pub const CANCELLED_CONTENT: &str = "Cancelled — connection was lost before this tool ran.";

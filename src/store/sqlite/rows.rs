@@ -141,25 +141,15 @@ pub fn message_json(row: &Row, out: &mut String) -> rusqlite::Result<bool> {
     if !matches!(row.get_ref(6)?, ValueRef::Null) {
         return Ok(false);
     }
-    let text = |i: usize| -> rusqlite::Result<Option<&str>> {
-        match row.get_ref(i)? {
-            ValueRef::Null => Ok(None),
-            value => value
-                .as_str()
-                .map(Some)
-                .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, value.data_type(), Box::new(e))),
-        }
-    };
+    let text = |i: usize| text_of(i, row.get_ref(i)?);
     let json = |i: usize| -> rusqlite::Result<Option<&str>> {
-        match row.get_ref(i)? {
-            ValueRef::Null => return Ok(None),
+        let value = match row.get_ref(i)? {
             // SAFETY: every byte is ASCII, which `is_plain_json_string` checked.
             ValueRef::Text(bytes) if is_plain_json_string(bytes) => {
                 return Ok(Some(unsafe { std::str::from_utf8_unchecked(bytes) }));
             }
-            _ => {}
-        }
-        let value = text(i)?;
+            value => text_of(i, value)?,
+        };
         match value {
             Some(json) if !is_one_json_line(json) => Err(rusqlite::Error::FromSqlConversionFailure(
                 i,
@@ -213,6 +203,17 @@ pub fn message_json(row: &Row, out: &mut String) -> rusqlite::Result<bool> {
     string(out, Some(created_at));
     out.push('}');
     Ok(true)
+}
+
+/// Column `i`'s `value` as text: `None` for NULL, an error when it is not UTF-8 text.
+fn text_of(i: usize, value: rusqlite::types::ValueRef<'_>) -> rusqlite::Result<Option<&str>> {
+    match value {
+        rusqlite::types::ValueRef::Null => Ok(None),
+        value => value
+            .as_str()
+            .map(Some)
+            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, value.data_type(), Box::new(e))),
+    }
 }
 
 /// What a JSON string cannot hold unescaped (serde_json escapes exactly these).
