@@ -70,7 +70,7 @@ impl Ops {
             stream_id: None,
         };
         call.release();
-        let response = self.host.run(&params, timeout, &call.cancel).await.map_err(failed)?;
+        let response = self.host.run(&params, timeout, call.cancel()).await.map_err(failed)?;
         let text = check_answer(&response, true, &Default::default())?.text.filter(|t| !t.trim().is_empty());
         let text = text.ok_or_else(|| invalid_response("text: the summary must be a non-empty string"))?;
         let revision = Some(page.info.revision);

@@ -25,7 +25,7 @@ mod runtime;
 mod search;
 mod sessions;
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio_util::sync::CancellationToken;
 
@@ -63,13 +63,20 @@ impl Ops {
 /// must not hold the session while they wait (a turn waiting for the host).
 #[derive(Default)]
 pub struct Call {
-    pub cancel: CancellationToken,
+    cancel: OnceLock<CancellationToken>,
     release: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 impl Call {
-    pub fn new(cancel: CancellationToken, release: Box<dyn FnOnce() + Send>) -> Self {
-        Call { cancel, release: Mutex::new(Some(release)) }
+    /// A call that `cancel` ends, or (`None`) whose token is made when first asked for:
+    /// most calls end before anything could cancel them.
+    pub fn new(cancel: Option<CancellationToken>, release: Box<dyn FnOnce() + Send>) -> Self {
+        Call { cancel: cancel.map(OnceLock::from).unwrap_or_default(), release: Mutex::new(Some(release)) }
+    }
+
+    /// What `$/cancelRequest` for this call cancels.
+    pub fn cancel(&self) -> &CancellationToken {
+        self.cancel.get_or_init(CancellationToken::new)
     }
 
     /// Lets later requests on the same session run now.

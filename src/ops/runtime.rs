@@ -261,7 +261,7 @@ impl Ops {
     pub async fn run(&self, turn: Turn, call: &Call) -> Result<RunResult> {
         let (params, user, revision) = self.prepare(&turn, "run").await?;
         call.release();
-        let response = self.host.run(&params, turn.timeout, &call.cancel).await.map_err(failed)?;
+        let response = self.host.run(&params, turn.timeout, call.cancel()).await.map_err(failed)?;
         let answer = check_answer(&response, false, &call_ids(&params.messages))?;
         let (message, result) = answer.split();
         let done = self.commit(&turn.session_id, user, message, revision, &response, None).await?;
@@ -278,7 +278,7 @@ impl Ops {
         call.release();
         let first = params.messages.clone();
         for attempt in 0.. {
-            let response = self.host.run(&params, turn.timeout, &call.cancel).await.map_err(failed)?;
+            let response = self.host.run(&params, turn.timeout, call.cancel()).await.map_err(failed)?;
             let answer = check_answer(&response, true, &call_ids(&first))?;
             let text = answer.text.clone().unwrap_or_default();
             let errors: Vec<(String, String)> = match serde_json::from_str::<Value>(&text) {
@@ -329,7 +329,7 @@ impl Ops {
         call.release();
 
         let (tx, mut deltas) = mpsc::channel(64);
-        let asked = self.host.stream(&params, turn.timeout, &call.cancel, tx);
+        let asked = self.host.stream(&params, turn.timeout, call.cancel(), tx);
         tokio::pin!(asked);
         let mut ticks = tokio::time::interval(SAVE_EVERY);
         let (mut unsaved, mut saved_at) = (0usize, Instant::now());

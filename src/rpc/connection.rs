@@ -8,13 +8,13 @@
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use futures_util::FutureExt as _;
 use futures_util::future::{BoxFuture, join_all, ready};
 use jsonrpsee_types::ErrorObjectOwned;
-use serde_json::value::RawValue;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -40,8 +40,23 @@ pub const MAX_IN_FLIGHT: u32 = 1024;
 /// The most requests one batch may hold.
 pub const MAX_BATCH: usize = 1024;
 
-/// A reply; `None` for a notification.
-type Pending = BoxFuture<'static, Option<Reply>>;
+/// What gives a call's reply (`None` for a notification): the reply itself when it is
+/// known at once (an error, or work done on its first poll), else the work to come.
+enum Pending {
+    Now(Option<Reply>),
+    Later(BoxFuture<'static, Option<Reply>>),
+}
+
+impl Future for Pending {
+    type Output = Option<Reply>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Reply>> {
+        match self.get_mut() {
+            Pending::Now(reply) => Poll::Ready(reply.take()),
+            Pending::Later(work) => work.as_mut().poll(cx),
+        }
+    }
+}
 
 /// How many turns may wait on the host at once (each also holds a frame in flight).
 const MAX_HOST_TURNS: u32 = MAX_IN_FLIGHT;
@@ -151,10 +166,10 @@ impl Connection {
         let input = self.budget.input(bytes.len()).await;
         let mut pending: Pending = match classify(bytes) {
             Frame::ParseError(e) => {
-                ready(Some(error_reply(None, plain(PARSE_ERROR, format!("parse error: {e}"))).into())).boxed()
+                Pending::Now(Some(error_reply(None, plain(PARSE_ERROR, format!("parse error: {e}"))).into()))
             }
             Frame::EmptyBatch => {
-                ready(Some(error_reply(None, plain(INVALID_REQUEST, "invalid request: empty batch")).into())).boxed()
+                Pending::Now(Some(error_reply(None, plain(INVALID_REQUEST, "invalid request: empty batch")).into()))
             }
             // A stream's deltas are handed over here, in the order they arrived.
             Frame::Single(Element::Call { id: None, method, params }) if method == "runtime/delta" => {
@@ -167,7 +182,7 @@ impl Connection {
             },
             Frame::Batch(elements) if elements.len() > MAX_BATCH => {
                 let why = format!("a batch holds at most {MAX_BATCH} requests, this one {}", elements.len());
-                ready(Some(error_reply(None, ErrorObjectOwned::from(crate::Error::TooLarge(why))).into())).boxed()
+                Pending::Now(Some(error_reply(None, ErrorObjectOwned::from(crate::Error::TooLarge(why))).into()))
             }
             Frame::Batch(elements) => {
                 // `exit` ends the batch too: nothing after it runs.
@@ -185,16 +200,18 @@ impl Connection {
                     return;
                 }
                 let max = self.max_message_bytes;
-                async move {
-                    let replies = bounded(join_all(calls).await.into_iter().flatten().collect(), max);
-                    (!replies.is_empty()).then(|| format!("[{}]", replies.join(",")).into())
-                }
-                .boxed()
+                Pending::Later(
+                    async move {
+                        let replies = bounded(join_all(calls).await.into_iter().flatten().collect(), max);
+                        (!replies.is_empty()).then(|| format!("[{}]", replies.join(",")).into())
+                    }
+                    .boxed(),
+                )
             }
         };
         // Polled once here: what is done at once, and fits the output budget now, is
         // answered without a task (and was never in flight).
-        let pending = match std::future::poll_fn(|cx| Poll::Ready(pending.as_mut().poll(cx))).await {
+        let pending = match std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut pending).poll(cx))).await {
             Poll::Ready(None) => return,
             Poll::Ready(Some(reply)) => match self.budget.try_output(reply.len()) {
                 Some(output) => {
@@ -202,7 +219,7 @@ impl Connection {
                     self.outbox.send(reply.held_by(Some(output))).await;
                     return;
                 }
-                None => ready(Some(reply)).boxed(),
+                None => Pending::Now(Some(reply)),
             },
             Poll::Pending => pending,
         };
@@ -224,7 +241,7 @@ impl Connection {
         match element {
             Element::Call { id: Some(id), method, .. } => {
                 let reads = self.methods.get(&**method).is_some_and(|m| m.spec.effect == Effect::Reads);
-                reads.then(|| id.get().to_owned())
+                reads.then(|| (*id).to_owned())
             }
             _ => None,
         }
@@ -236,21 +253,20 @@ impl Connection {
     fn element(&mut self, element: Element<'_>, alone: bool) -> Option<Pending> {
         match element {
             Element::Invalid { id, why } => {
-                let reply =
-                    error_reply(id.map(RawValue::get), plain(INVALID_REQUEST, format!("invalid request: {why}")));
-                Some(ready(Some(reply.into())).boxed())
+                let reply = error_reply(id, plain(INVALID_REQUEST, format!("invalid request: {why}")));
+                Some(Pending::Now(Some(reply.into())))
             }
             Element::Response { id, ok } => {
                 if !self.peer.route(id, ok) {
-                    tracing::debug!(id = id.get(), "a response to no request of ours; ignored");
+                    tracing::debug!(id, "a response to no request of ours; ignored");
                 }
                 None
             }
-            Element::Call { id, method, params } => self.call(id.map(|id| id.get().to_owned()), &method, params, alone),
+            Element::Call { id, method, params } => self.call(id, &method, params, alone),
         }
     }
 
-    fn call(&mut self, id: Option<String>, method: &str, params: Option<&RawValue>, alone: bool) -> Option<Pending> {
+    fn call(&mut self, id: Option<&str>, method: &str, params: Option<&str>, alone: bool) -> Option<Pending> {
         if method == "exit" {
             self.exit_code = Some(if self.shutting_down { 0 } else { 1 });
             return None;
@@ -259,24 +275,23 @@ impl Connection {
             match method {
                 "$/cancelRequest" => return self.cancel_request(params),
                 "runtime/delta" => {
-                    let (peer, params) = (self.peer.clone(), params.map(RawValue::to_owned));
-                    return Some(
+                    let (peer, params) = (self.peer.clone(), params.map(str::to_owned));
+                    return Some(Pending::Later(
                         async move {
                             peer.delta(params.as_deref()).await;
                             None
                         }
                         .boxed(),
-                    );
+                    ));
                 }
                 _ => {}
             }
         }
-        let reject =
-            |error: ErrorObjectOwned| id.as_deref().map(|id| ready(Some(error_reply(Some(id), error).into())).boxed());
+        let reject = |error: ErrorObjectOwned| id.map(|id| Pending::Now(Some(error_reply(Some(id), error).into())));
         if self.shutting_down {
             return reject(plain(INVALID_REQUEST, "invalid request: the server is shutting down"));
         }
-        if let Some(id) = &id
+        if let Some(id) = id
             && lock(&self.cancels).contains_key(id)
         {
             let why = format!("invalid request: the id {id} is already used by a request in flight");
@@ -306,7 +321,9 @@ impl Connection {
         let queued = (stage == Stage::Queued).then(|| place.on_queued());
         let cancel = CancellationToken::new();
         let turn = Arc::default();
-        let work = start(&found.handler, params, Call::new(cancel.clone(), release(&turn)));
+        let call = Arc::new(Call::new(Some(cancel.clone()), release(&turn)));
+        let work = start(&found.handler, params, call);
+        let id = id.map(str::to_owned);
         if let Some(id) = &id {
             lock(&self.cancels).insert(id.clone(), cancel.clone());
         }
@@ -328,7 +345,7 @@ impl Connection {
             _ => None,
         };
         let turns_done = (method == "shutdown").then(|| self.host_turns.clone());
-        Some(
+        Some(Pending::Later(
             async move {
                 if let Some(turns) = turns_done {
                     let _all = turns.acquire_many(MAX_HOST_TURNS).await;
@@ -338,7 +355,7 @@ impl Connection {
                 answered(&cancels, id, outcome, max)
             }
             .boxed(),
-        )
+        ))
     }
 
     /// Runs an inline call's work now, when no request holds a place: none is in its
@@ -349,50 +366,54 @@ impl Connection {
     fn at_once(
         &self,
         handler: &Handler,
-        id: Option<String>,
-        params: Option<&RawValue>,
+        id: Option<&str>,
+        params: Option<&str>,
         order: Order,
         running: Hold,
     ) -> Pending {
-        let (started, cancel) = (Started::default(), CancellationToken::new());
+        let started = Started::default();
         let stage = stage(order, params);
         let on_queued = (stage == Stage::Queued).then(|| started.on_queued());
         // An inline method never lets its session go before it ends (only one waiting for
         // the host does): its place, if it takes one, is given up when it finishes.
-        let work = start(handler, params, Call::new(cancel.clone(), Box::new(|| ())));
-        let mut work = AssertUnwindSafe(invoke(work, on_queued)).catch_unwind().boxed();
+        let call = Arc::new(Call::new(None, Box::new(|| ())));
+        let mut work = AssertUnwindSafe(invoke(start(handler, params, call.clone()), on_queued)).catch_unwind();
         let max = self.max_message_bytes;
         // Polled again, with a waker that wakes, by whoever polls what this returns.
-        if let Poll::Ready(outcome) = work.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        if let Poll::Ready(outcome) = Pin::new(&mut work).poll(&mut Context::from_waker(Waker::noop())) {
             drop(running);
-            return ready(id.map(|id| answer(&id, outcome.map_err(|_| Stop::Panicked), max))).boxed();
+            return Pending::Now(id.map(|id| answer(id, outcome.map_err(|_| Stop::Panicked), max)));
         }
         // Queued already, it waits for its commit in a place of its own (see `Run::run`).
         let running = started.is_queued().then(|| self.budget.waiting()).flatten().unwrap_or(running);
         let mut place = self.sequencer.enter_started(order::keys(order, params), stage, started);
+        let id = id.map(str::to_owned);
         if let Some(id) = &id {
-            lock(&self.cancels).insert(id.clone(), cancel);
+            lock(&self.cancels).insert(id.clone(), call.cancel().clone());
         }
+        drop(call);
         let cancels = self.cancels.clone();
-        async move {
-            let outcome = work.await.map_err(|_| Stop::Panicked);
-            place.finish_in_order().await;
-            drop(place);
-            drop(running);
-            answered(&cancels, id, outcome, max)
-        }
-        .boxed()
+        Pending::Later(
+            async move {
+                let outcome = work.await.map_err(|_| Stop::Panicked);
+                place.finish_in_order().await;
+                drop(place);
+                drop(running);
+                answered(&cancels, id, outcome, max)
+            }
+            .boxed(),
+        )
     }
 
     /// `$/cancelRequest {id}`: ends the request it names, if it is still waiting or
     /// computing.
-    fn cancel_request(&self, params: Option<&RawValue>) -> Option<Pending> {
+    fn cancel_request(&self, params: Option<&str>) -> Option<Pending> {
         #[derive(serde::Deserialize)]
         struct Cancel<'a> {
             #[serde(borrow)]
-            id: &'a RawValue,
+            id: &'a serde_json::value::RawValue,
         }
-        let cancel = params.and_then(|p| serde_json::from_str::<Cancel>(p.get()).ok());
+        let cancel = params.and_then(|p| serde_json::from_str::<Cancel>(p).ok());
         if let Some(token) = cancel.and_then(|c| lock(&self.cancels).get(c.id.get()).cloned()) {
             token.cancel();
         }
@@ -402,20 +423,19 @@ impl Connection {
 
 /// How far the request before an `order` request on its session must have gone for it to
 /// start: an append, only until its write is queued.
-fn stage(order: Order, params: Option<&RawValue>) -> Stage {
+fn stage(order: Order, params: Option<&str>) -> Stage {
     // A Gemini turn's calls may need ids numbered after the session's: it waits for the
     // writes before it to land.
     match order {
-        Order::Append if !params.is_some_and(|p| p.get().contains("\"gemini_contents\"")) => Stage::Queued,
+        Order::Append if !params.is_some_and(|p| p.contains("\"gemini_contents\"")) => Stage::Queued,
         _ => Stage::Done,
     }
 }
 
 /// A method's work, made by its handler from the params. The handler parses the params
 /// of a method that runs inline now; it must not stop the connection, whatever they hold.
-fn start(handler: &Handler, params: Option<&RawValue>, call: Call) -> BoxFuture<'static, Outcome> {
-    let call = Arc::new(call);
-    std::panic::catch_unwind(AssertUnwindSafe(|| handler(params.map(RawValue::get), call)))
+fn start(handler: &Handler, params: Option<&str>, call: Arc<Call>) -> BoxFuture<'static, Outcome> {
+    std::panic::catch_unwind(AssertUnwindSafe(|| handler(params, call)))
         .unwrap_or_else(|_| ready(Err(plain(INTERNAL_ERROR, "internal error: the method panicked"))).boxed())
 }
 
@@ -547,7 +567,7 @@ mod tests {
             handler: Box::new(move |_, call: Arc<Call>| {
                 async move {
                     if waits {
-                        call.cancel.cancelled().await;
+                        call.cancel().cancelled().await;
                         "saw the cancel".write(1024)
                     } else {
                         "after".write(1024)

@@ -17,6 +17,7 @@ use crate::rpc::budget::Budget;
 use crate::rpc::methods::Runs;
 use crate::rpc::order::Place;
 use crate::rpc::outgoing::Outcome;
+use crate::store::queued::Scoped;
 
 /// Why a call ended without its method's outcome.
 pub enum Stop {
@@ -116,11 +117,11 @@ pub async fn finish_in_order(turn: &Turn) {
     }
 }
 
-/// Runs a method's work; `on_queued`, for an append, is called once the store has
-/// queued its write (`store::queued`).
-pub async fn invoke(work: BoxFuture<'static, Outcome>, on_queued: Option<Box<dyn FnOnce() + Send>>) -> Outcome {
-    match on_queued {
-        Some(hook) => crate::store::queued::scope(hook, work).await,
-        None => work.await,
-    }
+/// A method's work; `on_queued`, for an append, is called once the store has queued its
+/// write (`store::queued`).
+pub fn invoke(
+    work: BoxFuture<'static, Outcome>,
+    on_queued: Option<Box<dyn FnOnce() + Send>>,
+) -> Scoped<BoxFuture<'static, Outcome>> {
+    crate::store::queued::scope(on_queued, work)
 }

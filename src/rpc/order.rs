@@ -216,7 +216,7 @@ impl Drop for Place {
 
 /// The sessions a request touches, as its method's `Order` says to read them from its
 /// params.
-pub fn keys(order: Order, params: Option<&RawValue>) -> Vec<String> {
+pub fn keys(order: Order, params: Option<&str>) -> Vec<String> {
     #[derive(Deserialize)]
     struct Keys<'a> {
         #[serde(borrow)]
@@ -233,8 +233,8 @@ pub fn keys(order: Order, params: Option<&RawValue>) -> Vec<String> {
         #[serde(borrow)]
         session_id: Option<&'a RawValue>,
     }
-    fn object<'a, T: Deserialize<'a>>(raw: &'a RawValue) -> Option<T> {
-        raw.get().starts_with('{').then(|| serde_json::from_str(raw.get()).ok()).flatten()
+    fn object<'a, T: Deserialize<'a>>(text: &'a str) -> Option<T> {
+        text.starts_with('{').then(|| serde_json::from_str(text).ok()).flatten()
     }
     fn string(raw: Option<&RawValue>) -> Option<String> {
         serde_json::from_str(raw?.get()).ok()
@@ -246,7 +246,9 @@ pub fn keys(order: Order, params: Option<&RawValue>) -> Vec<String> {
         Order::Barrier => Vec::new(),
         Order::Session | Order::Append => string(k.session_id).into_iter().collect(),
         Order::Fork => [string(k.session_id), string(k.new_session_id)].into_iter().flatten().collect(),
-        Order::Import => k.data.and_then(object::<Data>).and_then(|d| string(d.session_id)).into_iter().collect(),
+        Order::Import => {
+            k.data.map(RawValue::get).and_then(object::<Data>).and_then(|d| string(d.session_id)).into_iter().collect()
+        }
         Order::Sessions => k.session_ids.and_then(|raw| serde_json::from_str(raw.get()).ok()).unwrap_or_default(),
     }
 }
@@ -256,13 +258,9 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn raw(s: &str) -> Box<RawValue> {
-        RawValue::from_string(s.into()).unwrap()
-    }
-
     #[test]
     fn keys_from_params() {
-        let k = |order, s: &str| keys(order, Some(&raw(s)));
+        let k = |order, s: &str| keys(order, Some(s));
         let fork = r#"{"session_id":"a","new_session_id":"b"}"#;
         assert_eq!(k(Order::Fork, fork), ["a", "b"]);
         assert_eq!(k(Order::Session, fork), ["a"]);

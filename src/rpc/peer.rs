@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::Value;
-use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -133,8 +132,8 @@ impl Peer {
 
     /// Hands a `runtime/delta` notification to its stream; waits while the stream is
     /// behind (back-pressure on the reader). Deltas of no stream are dropped.
-    pub async fn delta(&self, params: Option<&RawValue>) {
-        let Some(params) = params.and_then(|p| serde_json::from_str::<Value>(p.get()).ok()) else { return };
+    pub async fn delta(&self, params: Option<&str>) {
+        let Some(params) = params.and_then(|p| serde_json::from_str::<Value>(p).ok()) else { return };
         let Some(stream_id) = params.get("stream_id").and_then(Value::as_str) else { return };
         let tx = self.lock().streams.get(stream_id).cloned();
         match tx {
@@ -146,15 +145,15 @@ impl Peer {
     }
 
     /// Hands a client's response to the request waiting for it; false when none waits.
-    pub fn route(&self, id: &RawValue, ok: Result<&RawValue, &RawValue>) -> bool {
-        let number = serde_json::from_str::<&str>(id.get())
+    pub fn route(&self, id: &str, ok: Result<&str, &str>) -> bool {
+        let number = serde_json::from_str::<&str>(id)
             .ok()
             .and_then(|s| s.strip_prefix("convo:"))
             .and_then(|n| n.parse::<u64>().ok());
         let Some(tx) = number.and_then(|n| self.lock().waiting.remove(&n)) else {
             return false;
         };
-        let parse = |raw: &RawValue| serde_json::from_str::<Value>(raw.get()).unwrap_or(Value::Null);
+        let parse = |raw: &str| serde_json::from_str::<Value>(raw).unwrap_or(Value::Null);
         let _ = tx.send(ok.map(parse).map_err(parse));
         true
     }
@@ -178,10 +177,6 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    fn raw(s: &str) -> Box<RawValue> {
-        RawValue::from_string(s.into()).unwrap()
-    }
-
     #[tokio::test]
     async fn responses_reach_the_waiting_request() {
         let (outbox, mut rx) = Outbox::channel();
@@ -195,9 +190,9 @@ mod tests {
         });
         let sent = rx.recv().await.unwrap().into_string();
         assert_eq!(sent, r#"{"jsonrpc":"2.0","id":"convo:1","method":"host/ping","params":{"n":1}}"#);
-        assert!(!peer.route(&raw(r#""convo:2""#), Ok(&raw("true"))), "nobody waits for convo:2");
-        assert!(!peer.route(&raw("1"), Ok(&raw("true"))), "a number is not our id");
-        assert!(peer.route(&raw(r#""convo:1""#), Ok(&raw(r#"{"pong":true}"#))));
+        assert!(!peer.route(r#""convo:2""#, Ok("true")), "nobody waits for convo:2");
+        assert!(!peer.route("1", Ok("true")), "a number is not our id");
+        assert!(peer.route(r#""convo:1""#, Ok(r#"{"pong":true}"#)));
         assert_eq!(asking.await.unwrap().unwrap(), serde_json::json!({"pong": true}));
     }
 
@@ -216,7 +211,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":"convo:1"}}"#
         );
         assert!(peer.lock().waiting.is_empty());
-        assert!(!peer.route(&raw(r#""convo:1""#), Ok(&raw("1"))), "a late answer finds nobody");
+        assert!(!peer.route(r#""convo:1""#, Ok("1")), "a late answer finds nobody");
     }
 
     #[tokio::test]

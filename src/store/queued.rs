@@ -11,6 +11,8 @@
 
 use std::cell::RefCell;
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 type Hook = Box<dyn FnOnce() + Send>;
 
@@ -18,9 +20,33 @@ tokio::task_local! {
     static QUEUED: RefCell<Option<Hook>>;
 }
 
-/// Runs `work` with `hook` to be called when its first write is queued.
-pub async fn scope<F: Future>(hook: Hook, work: F) -> F::Output {
-    QUEUED.scope(RefCell::new(Some(hook)), work).await
+/// `work` with `hook` (if any) to be called when its first write is queued.
+pub fn scope<F: Future + Unpin>(hook: Option<Hook>, work: F) -> Scoped<F> {
+    Scoped { hook, work }
+}
+
+/// A request's work, polled with its hook in reach until the hook fires. It is `Unpin`,
+/// so that it can be polled where it was made and kept (moved) only if it waits.
+pub struct Scoped<F> {
+    hook: Option<Hook>,
+    work: F,
+}
+
+impl<F: Future + Unpin> Future for Scoped<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.get_mut();
+        let Some(hook) = this.hook.take() else {
+            return Pin::new(&mut this.work).poll(cx);
+        };
+        let (poll, hook) = QUEUED.sync_scope(RefCell::new(Some(hook)), || {
+            let poll = Pin::new(&mut this.work).poll(cx);
+            (poll, QUEUED.with(|hook| hook.borrow_mut().take()))
+        });
+        this.hook = hook;
+        poll
+    }
 }
 
 /// A write of the current request has been queued, after every write queued before it.
@@ -44,10 +70,15 @@ mod tests {
         let hook = Box::new(move || {
             counter.fetch_add(1, Ordering::SeqCst);
         });
-        super::scope(hook, async {
-            super::signal();
-            super::signal();
-        })
+        super::scope(
+            Some(hook),
+            // The hook is kept across the polls before it fires.
+            Box::pin(async {
+                tokio::task::yield_now().await;
+                super::signal();
+                super::signal();
+            }),
+        )
         .await;
         super::signal();
         assert_eq!(fired.load(Ordering::SeqCst), 1);
