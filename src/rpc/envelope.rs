@@ -70,14 +70,15 @@ fn parse<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> serde_json::Result<T> {
     }
 }
 
-/// A batch member: already known to be well-formed JSON.
+/// A batch member: already known to be well-formed JSON. Only an object is read: serde
+/// would read an array as the envelope's members in order (`["2.0",1,"m"]`).
 fn element(text: &str) -> Element<'_> {
     if let Some(members) = quick(text) {
         return members.element();
     }
     match serde_json::from_str::<Envelope>(text) {
-        Ok(env) => Members::from(env).element(),
-        Err(_) => Element::Invalid { id: None, why: "a request must be a JSON object" },
+        Ok(env) if text.starts_with('{') => Members::from(env).element(),
+        _ => Element::Invalid { id: None, why: "a request must be a JSON object" },
     }
 }
 
@@ -187,13 +188,14 @@ fn quick(text: &str) -> Option<Members<'_>> {
     s.ws();
     if s.eat(b'}').is_none() {
         loop {
-            let key = s.string()?;
+            let key = s.string(false)?;
             s.ws();
             s.eat(b':')?;
             s.ws();
             let start = s.i;
             s.value(0)?;
             let value = &text[start..s.i];
+            // A name with an escape is none of these: a one-letter escape stands for no letter.
             let slot = match &text[key.start + 1..key.end - 1] {
                 "jsonrpc" => Some(&mut members.jsonrpc),
                 "id" => Some(&mut members.id),
@@ -224,7 +226,8 @@ fn quick(text: &str) -> Option<Members<'_>> {
 
 /// A JSON scanner that only ever says yes to JSON: it steps over a value when the value
 /// is plainly well-formed, and gives up (`None`) on anything it does not take, well-formed
-/// or not: a `\u` escape, nesting deeper than `MAX_DEPTH`. The text is UTF-8 already.
+/// or not: a `\u` escape in a member's name, nesting deeper than `MAX_DEPTH`. The text
+/// is UTF-8 already.
 struct Strict<'a> {
     b: &'a [u8],
     i: usize,
@@ -244,8 +247,11 @@ impl Strict<'_> {
         (self.b.get(self.i) == Some(&c)).then(|| self.i += 1)
     }
 
-    /// A string with its quotes: where it lies. Its escapes are the one-letter ones.
-    fn string(&mut self) -> Option<std::ops::Range<usize>> {
+    /// A string with its quotes: where it lies. Its escapes are the one-letter ones, and
+    /// `\uXXXX` where `unicode`: in a value, which serde_json steps over as we do
+    /// (checking four hex digits, not the code point), not in a member's name, which it
+    /// reads (and refuses a lone surrogate in).
+    fn string(&mut self, unicode: bool) -> Option<std::ops::Range<usize>> {
         let start = self.i;
         self.eat(b'"')?;
         loop {
@@ -256,6 +262,9 @@ impl Strict<'_> {
                 b'"' => return Some(start..self.i),
                 b'\\' => match self.b.get(self.i)? {
                     b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
+                    b'u' if unicode && self.b.get(self.i + 1..self.i + 5)?.iter().all(u8::is_ascii_hexdigit) => {
+                        self.i += 5
+                    }
                     _ => return None,
                 },
                 // No string may hold a control character as it is (RFC 8259, 7).
@@ -266,7 +275,7 @@ impl Strict<'_> {
 
     fn value(&mut self, depth: usize) -> Option<()> {
         match *self.b.get(self.i)? {
-            b'"' => self.string().map(drop),
+            b'"' => self.string(true).map(drop),
             b'{' if depth < Self::MAX_DEPTH => {
                 self.i += 1;
                 self.ws();
@@ -274,7 +283,7 @@ impl Strict<'_> {
                     return Some(());
                 }
                 loop {
-                    self.string()?;
+                    self.string(true)?;
                     self.ws();
                     self.eat(b':')?;
                     self.ws();
@@ -591,6 +600,9 @@ mod tests {
         assert!(matches!(items[0], Element::Invalid { .. }));
         assert!(matches!(items[1], Element::Call { id: None, .. }));
         assert!(matches!(items[2], Element::Response { ok: Ok(_), .. }));
+        // An array is no request, though serde would read one as the members in order.
+        let Frame::Batch(items) = classify(br#"[["2.0",1,"m"]]"#) else { panic!() };
+        assert!(matches!(items[..], [Element::Invalid { id: None, .. }]));
     }
 
     #[test]
@@ -600,6 +612,7 @@ mod tests {
             " {\t\"id\" : \"é\" ,\r\n\"jsonrpc\":\"2.0\",\"other\":{},\"other\":[]} ",
             r#"{"jsonrpc":"2.0","id":0,"result":{"content":"ok, 0.5e-7 and -0"},"extra":[[],{}]}"#,
             r#"{"jsonrpc":null,"method":"\/\\\b\f\r\t","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":"\u00e9","method":"m\ud800","params":{"\u0041":"\uD83D\uDE00"}}"#,
             "{}",
         ];
         for text in read {
@@ -620,8 +633,10 @@ mod tests {
             r#"{"id" 1}"#,
             r#"{"id":"1"#,
             "{\"id\":\u{a0}1}",
+            r#"{"id":"\u00g9"}"#,
+            r#"{"id":"\u00e"}"#,
             // What serde_json reads, and the scanner leaves to it.
-            r#"{"id":"\u00e9"}"#,
+            r#"{"\u0069d":1}"#,
             r#"{"id":1,"id":2}"#,
             &format!(r#"{{"params":{}{}}}"#, "[".repeat(40), "]".repeat(40)),
         ];
@@ -637,6 +652,7 @@ mod tests {
         let seeds = [
             r#"{"jsonrpc":"2.0","id":12,"method":"session/add_user","params":{"session_id":"s","text":"hi\n"}}"#,
             r#"{"jsonrpc":"2.0","id":"x","result":[1.5e3,-0,{"a":null,"b":true}],"error":false}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"m","params":{"t":"caf\u00e9 \ud83d\ude00"}}"#,
         ];
         let alphabet = b"{}[]:,\"\\/ 0123456789.-+eEtruefalsnl\t\n\x01\x7f";
         let mut state = 0x2545_f491_4f6c_dd1d_u64;
