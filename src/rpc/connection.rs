@@ -306,10 +306,13 @@ impl Connection {
         let spec = found.spec;
         if method == "shutdown" {
             self.shutting_down = true;
-        } else if alone && spec.runs == Runs::Inline && !self.one_at_a_time && self.sequencer.is_idle() {
-            if let Some(running) = self.budget.try_start() {
-                return Some(self.at_once(&found.handler, id, params, spec.order, running));
-            }
+        } else if alone
+            && spec.runs == Runs::Inline
+            && !self.one_at_a_time
+            && self.sequencer.is_idle()
+            && let Some(running) = self.budget.try_start()
+        {
+            return Some(self.at_once(&found.handler, id, params, spec.order, running));
         }
         // One key no session id can be: every request after the one before.
         let (keys, stage) = match (self.one_at_a_time, spec.order) {

@@ -85,7 +85,7 @@ fn fleet(url: &str, processes: usize, writes: u64, retry: bool, during: Option<B
         s.call("session/create", json!({"session_id": format!("own{p}")}));
     }
     let write = |p: usize, w: u64| {
-        let session = if w % 2 == 0 { format!("own{p}") } else { "shared".to_owned() };
+        let session = if w.is_multiple_of(2) { format!("own{p}") } else { "shared".to_owned() };
         let params = json!({
             "session_id": session,
             "text": format!("p{p}w{w}"),
