@@ -26,7 +26,7 @@ use crate::rpc::envelope::{Element, Frame, classify};
 use crate::rpc::error::{
     INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, batch_too_large, plain, too_large,
 };
-use crate::rpc::execute::{Run, Stop, invoke, release};
+use crate::rpc::execute::{Run, Stop, release};
 use crate::rpc::framing::Incoming;
 use crate::rpc::methods::{Effect, Handler, Order, Registry, Runs};
 use crate::rpc::order::{self, Sequencer, Stage, Started};
@@ -34,6 +34,7 @@ use crate::rpc::outgoing::{Outcome, error_reply, with_id};
 use crate::rpc::peer::Peer;
 use crate::rpc::stdio::Input;
 use crate::rpc::writer::{Outbox, Reply};
+use crate::store::queued;
 
 /// How many frames may be in flight before the connection stops reading (back-pressure).
 pub const MAX_IN_FLIGHT: u32 = 1024;
@@ -380,7 +381,7 @@ impl Connection {
         // An inline method never lets its session go before it ends (only one waiting for
         // the host does): its place, if it takes one, is given up when it finishes.
         let call = Arc::new(Call::new(None, Box::new(|| ())));
-        let mut work = AssertUnwindSafe(invoke(start(handler, params, call.clone()), on_queued)).catch_unwind();
+        let mut work = AssertUnwindSafe(queued::scope(on_queued, start(handler, params, call.clone()))).catch_unwind();
         let max = self.max_message_bytes;
         // Polled again, with a waker that wakes, by whoever polls what this returns.
         if let Poll::Ready(outcome) = Pin::new(&mut work).poll(&mut Context::from_waker(Waker::noop())) {

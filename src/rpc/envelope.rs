@@ -73,13 +73,14 @@ fn parse<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> serde_json::Result<T> {
 /// A batch member: already known to be well-formed JSON. Only an object is read: serde
 /// would read an array as the envelope's members in order (`["2.0",1,"m"]`).
 fn element(text: &str) -> Element<'_> {
+    let invalid = Element::Invalid { id: None, why: "a request must be a JSON object" };
+    if !text.starts_with('{') {
+        return invalid;
+    }
     if let Some(members) = quick(text) {
         return members.element();
     }
-    match serde_json::from_str::<Envelope>(text) {
-        Ok(env) if text.starts_with('{') => Members::from(env).element(),
-        _ => Element::Invalid { id: None, why: "a request must be a JSON object" },
-    }
+    serde_json::from_str::<Envelope>(text).map_or(invalid, |env| Members::from(env).element())
 }
 
 /// The members of a frame's object that JSON-RPC reads, each as the JSON text of its
@@ -184,42 +185,29 @@ fn quick(text: &str) -> Option<Members<'_>> {
     let mut s = Strict { b: text.as_bytes(), i: 0 };
     let mut members = Members::default();
     s.ws();
-    s.eat(b'{')?;
-    s.ws();
-    if s.eat(b'}').is_none() {
-        loop {
-            let key = s.string(false)?;
-            s.ws();
-            s.eat(b':')?;
-            s.ws();
-            let start = s.i;
-            s.value(0)?;
-            let value = &text[start..s.i];
-            // A name with an escape is none of these: a one-letter escape stands for no letter.
-            let slot = match &text[key.start + 1..key.end - 1] {
-                "jsonrpc" => Some(&mut members.jsonrpc),
-                "id" => Some(&mut members.id),
-                "method" => Some(&mut members.method),
-                "params" => Some(&mut members.params),
-                "result" => Some(&mut members.result),
-                "error" => Some(&mut members.error),
-                _ => None,
-            };
-            if let Some(slot) = slot {
-                // serde_json refuses a member named twice: it says so itself.
-                if slot.replace(value).is_some() {
-                    return None;
-                }
-            }
-            s.ws();
-            if s.eat(b',').is_some() {
-                s.ws();
-                continue;
-            }
-            s.eat(b'}')?;
-            break;
+    s.items(b'{', b'}', |s| {
+        let key = s.name(false)?;
+        let start = s.i;
+        s.value(0)?;
+        let value = &text[start..s.i];
+        // A name with an escape is none of these: a one-letter escape stands for no letter.
+        let slot = match &text[key.start + 1..key.end - 1] {
+            "jsonrpc" => Some(&mut members.jsonrpc),
+            "id" => Some(&mut members.id),
+            "method" => Some(&mut members.method),
+            "params" => Some(&mut members.params),
+            "result" => Some(&mut members.result),
+            "error" => Some(&mut members.error),
+            _ => None,
+        };
+        // serde_json refuses a member named twice: it says so itself.
+        if let Some(slot) = slot
+            && slot.replace(value).is_some()
+        {
+            return None;
         }
-    }
+        Some(())
+    })?;
     s.ws();
     (s.i == s.b.len()).then_some(members)
 }
@@ -273,45 +261,42 @@ impl Strict<'_> {
         }
     }
 
+    /// A member's name and the colon after it: where the name lies.
+    fn name(&mut self, unicode: bool) -> Option<std::ops::Range<usize>> {
+        let name = self.string(unicode)?;
+        self.ws();
+        self.eat(b':')?;
+        self.ws();
+        Some(name)
+    }
+
+    /// The items of an array or the members of an object, from `open` to `close`, each
+    /// stepped over by `item`.
+    fn items(&mut self, open: u8, close: u8, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.eat(open)?;
+        self.ws();
+        if self.eat(close).is_some() {
+            return Some(());
+        }
+        loop {
+            item(self)?;
+            self.ws();
+            if self.eat(close).is_some() {
+                return Some(());
+            }
+            self.eat(b',')?;
+            self.ws();
+        }
+    }
+
     fn value(&mut self, depth: usize) -> Option<()> {
         match *self.b.get(self.i)? {
             b'"' => self.string(true).map(drop),
-            b'{' if depth < Self::MAX_DEPTH => {
-                self.i += 1;
-                self.ws();
-                if self.eat(b'}').is_some() {
-                    return Some(());
-                }
-                loop {
-                    self.string(true)?;
-                    self.ws();
-                    self.eat(b':')?;
-                    self.ws();
-                    self.value(depth + 1)?;
-                    self.ws();
-                    if self.eat(b'}').is_some() {
-                        return Some(());
-                    }
-                    self.eat(b',')?;
-                    self.ws();
-                }
-            }
-            b'[' if depth < Self::MAX_DEPTH => {
-                self.i += 1;
-                self.ws();
-                if self.eat(b']').is_some() {
-                    return Some(());
-                }
-                loop {
-                    self.value(depth + 1)?;
-                    self.ws();
-                    if self.eat(b']').is_some() {
-                        return Some(());
-                    }
-                    self.eat(b',')?;
-                    self.ws();
-                }
-            }
+            b'{' if depth < Self::MAX_DEPTH => self.items(b'{', b'}', |s| {
+                s.name(true)?;
+                s.value(depth + 1)
+            }),
+            b'[' if depth < Self::MAX_DEPTH => self.items(b'[', b']', |s| s.value(depth + 1)),
             b'-' | b'0'..=b'9' => self.number(),
             b't' => self.word(b"true"),
             b'f' => self.word(b"false"),

@@ -17,7 +17,6 @@ use crate::rpc::budget::Budget;
 use crate::rpc::methods::Runs;
 use crate::rpc::order::Place;
 use crate::rpc::outgoing::Outcome;
-use crate::store::queued::Scoped;
 
 /// Why a call ended without its method's outcome.
 pub enum Stop {
@@ -86,12 +85,13 @@ impl Run {
             }) as Box<dyn FnOnce() + Send>
         });
         let outcome = match runs {
-            Runs::Inline | Runs::Host => {
-                AssertUnwindSafe(invoke(work, on_queued)).catch_unwind().await.map_err(|_| Stop::Panicked)
-            }
+            Runs::Inline | Runs::Host => AssertUnwindSafe(crate::store::queued::scope(on_queued, work))
+                .catch_unwind()
+                .await
+                .map_err(|_| Stop::Panicked),
             Runs::Pool | Runs::PoolWrites => {
                 let runtime = tokio::runtime::Handle::current();
-                let job = cpu.run(move || runtime.block_on(invoke(work, on_queued)));
+                let job = cpu.run(move || runtime.block_on(crate::store::queued::scope(on_queued, work)));
                 let job = async move { job.await.map_err(|_| Stop::Panicked) };
                 match runs {
                     Runs::Pool => tokio::select! {
@@ -115,13 +115,4 @@ pub async fn finish_in_order(turn: &Turn) {
     if let Some(mut place) = place {
         place.finish_in_order().await;
     }
-}
-
-/// A method's work; `on_queued`, for an append, is called once the store has queued its
-/// write (`store::queued`).
-pub fn invoke(
-    work: BoxFuture<'static, Outcome>,
-    on_queued: Option<Box<dyn FnOnce() + Send>>,
-) -> Scoped<BoxFuture<'static, Outcome>> {
-    crate::store::queued::scope(on_queued, work)
 }
