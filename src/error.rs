@@ -43,6 +43,10 @@ pub enum Error {
     /// A frame or message over the configured limits.
     #[error("too large: {0}")]
     TooLarge(String),
+    /// `fit`: the smallest body convo may make is still over the budget; nothing was
+    /// exported.
+    #[error("too large: the body needs {tokens} tokens at the least, over max_tokens {max_tokens}")]
+    BodyTooLarge { tokens: usize, max_tokens: u64 },
     /// The store failed; the request did not take effect.
     #[error("storage unavailable: {0}")]
     StorageUnavailable(String),

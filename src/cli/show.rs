@@ -11,6 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::ops::Ops;
+use crate::session::context::{Cache, Context, Fit};
 use crate::session::export::{self, Options};
 use crate::session::native::UsageTotals;
 use crate::session::{Message, Role, SessionInfo, role_name};
@@ -32,8 +33,17 @@ pub struct ShowArgs {
     /// synthetic results).
     #[arg(long, requires = "format")]
     no_repair: bool,
+    /// With --format: make the body fit in this many tokens (as `fit` does: older
+    /// tool results cleared, then older reasoning, then whole oldest turns; the last
+    /// turn is always kept). The stored history does not change.
+    #[arg(long, requires = "format", value_name = "TOKENS")]
+    fit: Option<u64>,
+    /// With --format: mark the body for the provider's prompt cache (`cache: true`).
+    #[arg(long, requires = "format")]
+    cache: bool,
     /// Print JSON: `{"session": SessionInfo, "messages": [Message]}` (the stored
-    /// history), or with --format `{"payload", "warnings"}`.
+    /// history), or with --format `{"payload", "warnings"}` (and `context`, `fit`
+    /// when something was left out).
     #[arg(long)]
     json: bool,
 }
@@ -46,7 +56,12 @@ struct Shown<'a> {
 
 pub async fn show(ops: &Ops, args: &ShowArgs) -> Result<u8, Fail> {
     if let Some(format) = args.format {
-        let exported = ops.export(&args.id, format.into(), !args.no_repair, Options::default()).await?;
+        let context = Context {
+            fit: args.fit.map(|max_tokens| Fit { max_tokens, keep_turns: 1 }),
+            cache: args.cache.then(Cache::default),
+            ..Context::default()
+        };
+        let exported = ops.export(&args.id, format.into(), !args.no_repair, Options::default(), &context).await?;
         if args.json {
             output::json(&exported)?;
             return Ok(0);

@@ -38,7 +38,7 @@ pub use dict::{DictData, Imported, SessionDict};
 pub use host::{Failure, Host, RuntimeParams};
 pub use images::{ImageData, refs_in_messages, refs_in_payload};
 pub use messages::{Added, History, Trimmed};
-pub use provider::{Exported, TrimmedToFit};
+pub use provider::{Counted, Exported, TrimmedToFit};
 pub use responses::AddedResponse;
 pub use runtime::{JsonResult, RunResult, Turn};
 pub use search::{Hit, SearchPage};

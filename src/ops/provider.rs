@@ -6,14 +6,36 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::ops::Ops;
 use crate::ops::limits::{MAX_MESSAGES, check_count};
+use crate::session::context::{self, Cache, Context, Edits, Fitted, Prepared, Skipped};
 use crate::session::export::{self, Format, Options, Violation, Warning};
 use crate::session::{Message, check_revision, tokens};
 use crate::store::{HistoryPage, Removed};
 
+/// The body `session/export` gives, and what section 17's options did to it (each
+/// member present only when its option was given or something was left out).
 #[derive(Debug, Clone, Serialize)]
 pub struct Exported {
     pub payload: Value,
     pub warnings: Vec<Warning>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<Skipped>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edits: Option<Edits>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fit: Option<Fitted>,
+}
+
+/// `session/count_tokens`: the tokens of the body export would send, and what was done
+/// to it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Counted {
+    pub tokens: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<Skipped>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edits: Option<Edits>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fit: Option<Fitted>,
 }
 
 /// The result of `session/trim` by tokens.
@@ -40,30 +62,60 @@ impl Ops {
     }
 
     /// The request body of `format` for the history (repaired with `repair`), fixed so
-    /// the provider takes it; `options` as `session::export::Options` says (its `fix`
-    /// is set here).
-    pub async fn export(&self, session_id: &str, format: Format, repair: bool, options: Options) -> Result<Exported> {
-        let (page, messages) = self.whole(session_id, repair).await?;
-        let done =
-            export::export_with(format, page.info.system.as_deref(), &messages, &Options { fix: true, ..options });
-        Ok(Exported { payload: done.payload, warnings: done.warnings })
+    /// the provider takes it, with section 17's `context` options applied; `options` as
+    /// `session::export::Options` says (its `fix` is set here).
+    pub async fn export(
+        &self,
+        session_id: &str,
+        format: Format,
+        repair: bool,
+        options: Options,
+        context: &Context,
+    ) -> Result<Exported> {
+        let done = self.prepared_body(session_id, format, repair, options, context).await?;
+        let Prepared { export, context, edits, fit, .. } = done;
+        Ok(Exported { payload: export.payload, warnings: export.warnings, context, edits, fit })
     }
 
-    /// What a provider would reject of the stored history, sent unaltered.
-    pub async fn validate(&self, session_id: &str, format: Format, options: Options) -> Result<Vec<Violation>> {
+    /// What a provider would reject of the stored history, sent unaltered (with `cache`,
+    /// with the breakpoints export would place).
+    pub async fn validate(
+        &self,
+        session_id: &str,
+        format: Format,
+        options: Options,
+        cache: Option<&Cache>,
+    ) -> Result<Vec<Violation>> {
         let (page, stored) = self.whole(session_id, false).await?;
         // The items as stored: what `store: false` would leave out is checked too.
         let as_stored = Options { fix: false, store: None, ..options.clone() };
         let unaltered = export::export_with(format, page.info.system.as_deref(), &stored, &as_stored);
-        Ok(export::validate_with(format, &unaltered, &options))
+        Ok(context::validate(format, unaltered, &options, cache, session_id))
     }
 
-    /// The tokens of what the export would send, native bodies included.
-    pub async fn count_tokens(&self, session_id: &str, format: Format, options: Options) -> Result<usize> {
-        let (page, repaired) = self.whole(session_id, true).await?;
-        let done =
-            export::export_with(format, page.info.system.as_deref(), &repaired, &Options { fix: true, ..options });
-        Ok(tokens::count_payload(&done.payload))
+    /// The tokens of what the export would send (repaired), native bodies included.
+    pub async fn count_tokens(
+        &self,
+        session_id: &str,
+        format: Format,
+        options: Options,
+        context: &Context,
+    ) -> Result<Counted> {
+        let done = self.prepared_body(session_id, format, true, options, context).await?;
+        Ok(Counted { tokens: done.tokens, context: done.context, edits: done.edits, fit: done.fit })
+    }
+
+    async fn prepared_body(
+        &self,
+        session_id: &str,
+        format: Format,
+        repair: bool,
+        options: Options,
+        context: &Context,
+    ) -> Result<Prepared> {
+        let (page, messages) = self.whole(session_id, repair).await?;
+        let options = Options { fix: true, ..options };
+        context::prepare(format, page.info.system.as_deref(), messages, &options, context, session_id)
     }
 
     /// Drops the oldest whole turns until the system prompt and the repaired history fit

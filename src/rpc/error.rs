@@ -45,6 +45,9 @@ impl From<Error> for ErrorObjectOwned {
                 json!({"kind": "invalid_sequence", "reason": reason.as_str(), "tool_call_id": tool_call_id}),
             ),
             Error::TooLarge(_) => (TOO_LARGE, json!({"kind": "too_large"})),
+            Error::BodyTooLarge { tokens, max_tokens } => {
+                (TOO_LARGE, json!({"kind": "too_large", "tokens": tokens, "max_tokens": max_tokens}))
+            }
             Error::StorageUnavailable(_) => (STORAGE_UNAVAILABLE, json!({"kind": "storage_unavailable"})),
             Error::MessageNotFound(id) => (MESSAGE_NOT_FOUND, json!({"kind": "message_not_found", "message_id": id})),
             Error::MessageExists { message_id, .. } => {

@@ -1,6 +1,7 @@
 //! The domain: messages, sessions and the conversation rules. Pure and synchronous; it
 //! knows nothing of JSON-RPC or of how sessions are stored.
 
+pub mod context;
 mod draft;
 pub mod empty_table;
 pub mod export;

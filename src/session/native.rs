@@ -161,6 +161,13 @@ pub fn from_response(format: Format, response: &Value) -> Result<Response> {
             let content = content.ok_or_else(|| no_output(format, "its `content` is empty"))?;
             (content.clone(), text("model"), text("stop_reason"), anthropic_usage(object.get("usage")))
         }
+        // The compact endpoint's result (spec 17.1): its `output` (the user messages it
+        // lists, then one compaction item) is the turn; no status, no stop reason.
+        Format::OpenaiResponses if text("object").as_deref() == Some("response.compaction") => {
+            let output = object.get("output").filter(|o| o.as_array().is_some_and(|o| !o.is_empty()));
+            let output = output.ok_or_else(|| no_output(format, "its `output` is empty"))?;
+            (output.clone(), text("model"), None, responses_usage(object.get("usage")))
+        }
         Format::OpenaiResponses => {
             if text("object").as_deref() != Some("response") {
                 return Err(expected(format, "a `response` (object \"response\")"));
@@ -227,7 +234,26 @@ fn sum(parts: &[Option<u64>]) -> Option<u64> {
     parts.iter().any(Option::is_some).then(|| parts.iter().flatten().fold(0u64, |a, b| a.saturating_add(*b)))
 }
 
+/// Anthropic's usage, input counting what was read from and written to the cache. With
+/// `iterations` (a turn that compacted, or looped through server tools), each member is
+/// the sum over them: that is what was billed, the top-level fields leaving the
+/// compaction's sampling out (spec 17.1).
 fn anthropic_usage(usage: Option<&Value>) -> Usage {
+    let iterations = usage.and_then(|u| u.get("iterations")).and_then(Value::as_array).filter(|i| !i.is_empty());
+    let Some(iterations) = iterations else { return anthropic_tokens(usage) };
+    let mut summed = Usage::default();
+    for iteration in iterations.iter().map(|i| anthropic_tokens(Some(i))) {
+        summed.input_tokens = sum(&[summed.input_tokens, iteration.input_tokens]);
+        summed.output_tokens = sum(&[summed.output_tokens, iteration.output_tokens]);
+        summed.cache_read_tokens = sum(&[summed.cache_read_tokens, iteration.cache_read_tokens]);
+        summed.cache_write_tokens = sum(&[summed.cache_write_tokens, iteration.cache_write_tokens]);
+    }
+    summed.reasoning_tokens = n(usage, "/output_tokens_details/thinking_tokens");
+    summed
+}
+
+/// One usage object of Anthropic's (the top level's, or an iteration's).
+fn anthropic_tokens(usage: Option<&Value>) -> Usage {
     let (write, read) = (n(usage, "/cache_creation_input_tokens"), n(usage, "/cache_read_input_tokens"));
     let input = n(usage, "/input_tokens").map(|i| sum(&[Some(i), write, read]).unwrap_or(i));
     Usage {
@@ -299,6 +325,8 @@ pub fn derive(native: &Native) -> Result<Common> {
                 // give its content as a string.
                 let kind = item.get("type").and_then(Value::as_str);
                 match kind.or_else(|| item.get("role").map(|_| "message")) {
+                    // The compact endpoint's output lists the user's messages too.
+                    Some("message") if item.get("role").is_some_and(|r| r != "assistant") => {}
                     Some("message") => match item.get("content") {
                         Some(Value::String(text)) => texts.push(text.clone()),
                         content => {
@@ -411,6 +439,56 @@ pub fn has_reasoning(native: &Native) -> bool {
             .flatten()
             .any(|p| p.get("thought") == Some(&Value::Bool(true)) || p.get("thoughtSignature").is_some()),
     }
+}
+
+/// Whether a native body holds a provider's compaction that stands for everything before
+/// it (spec 17.1): an Anthropic `compaction` block with its summary (one whose `content`
+/// is null failed, and the API treats it as a no-op), or a Responses `compaction` item.
+pub fn is_compaction_point(native: &Native) -> bool {
+    let mut items = native.body.as_array().into_iter().flatten();
+    match native.format {
+        Format::AnthropicMessages => items.any(|b| b["type"] == "compaction" && b["content"].is_string()),
+        Format::OpenaiResponses => items.any(|i| i["type"] == "compaction"),
+        Format::OpenaiChat | Format::GeminiContents => false,
+    }
+}
+
+/// Leaves a body's reasoning out (`clear_thinking`, spec 17.3): Anthropic's thinking and
+/// redacted_thinking blocks; Responses reasoning items, with the ids of the items after
+/// them (their `call_id`s kept), as a stateless request must; Chat's
+/// `reasoning_content`; Gemini's thought parts and signatures. `true` when it held any.
+pub fn strip_reasoning(native: &mut Native) -> bool {
+    if !has_reasoning(native) {
+        return false;
+    }
+    match native.format {
+        Format::AnthropicMessages => {
+            if let Some(blocks) = native.body.as_array_mut() {
+                blocks.retain(|b| !matches!(b["type"].as_str(), Some("thinking" | "redacted_thinking")));
+            }
+        }
+        Format::OpenaiResponses => {
+            if let Some(items) = native.body.as_array_mut() {
+                items.retain(|i| i["type"] != "reasoning");
+                for item in items.iter_mut().filter(|i| matches!(i["type"].as_str(), Some("function_call" | "message")))
+                {
+                    item.as_object_mut().map(|o| o.remove("id"));
+                }
+            }
+        }
+        Format::OpenaiChat => {
+            native.body.as_object_mut().map(|o| o.remove("reasoning_content"));
+        }
+        Format::GeminiContents => {
+            if let Some(parts) = native.body.get_mut("parts").and_then(Value::as_array_mut) {
+                parts.retain(|p| p.get("thought") != Some(&Value::Bool(true)));
+                for part in parts.iter_mut().filter_map(Value::as_object_mut) {
+                    part.remove("thoughtSignature");
+                }
+            }
+        }
+    }
+    true
 }
 
 /// The usage a client gives with a message (`from_dict`, `add_message`), checked.

@@ -39,7 +39,7 @@ pub fn count_value(value: &Value) -> usize {
 }
 
 /// The list of a payload that holds its messages or items, whatever its format.
-fn items(payload: &Value) -> &[Value] {
+pub fn items(payload: &Value) -> &[Value] {
     ["messages", "contents", "input"].iter().find_map(|k| payload[*k].as_array()).map(Vec::as_slice).unwrap_or_default()
 }
 

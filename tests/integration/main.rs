@@ -6,6 +6,7 @@ mod harness;
 mod bounds;
 mod cli;
 mod config;
+mod context;
 mod dict;
 mod durable;
 mod export;

@@ -55,6 +55,8 @@ struct Capabilities {
     formats: [&'static str; 4],
     /// Appends take `message_id`, and a retry is answered instead of stored twice.
     exactly_once: bool,
+    /// The options of context management (spec section 17) export and count_tokens take.
+    context: [&'static str; 5],
 }
 
 pub async fn initialize(ctx: Arc<Ctx>, p: InitializeParams, _: Arc<Call>) -> Result<InitializeResult> {
@@ -70,6 +72,7 @@ pub async fn initialize(ctx: Arc<Ctx>, p: InitializeParams, _: Arc<Call>) -> Res
             formats: [Format::OpenaiChat, Format::OpenaiResponses, Format::AnthropicMessages, Format::GeminiContents]
                 .map(Format::name),
             exactly_once: true,
+            context: ["compaction", "clear_thinking", "clear_tool_results", "fit", "cache"],
         },
     })
 }

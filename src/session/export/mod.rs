@@ -248,6 +248,14 @@ pub(crate) fn replay<'m>(
     let native = m.native.as_ref()?;
     let warn = |warnings: &mut Vec<Warning>, message: String| warnings.push(Warning { index: Some(index), message });
     if native.format != format {
+        if native::is_compaction_point(native) {
+            let message = format!(
+                "compaction left out: {} cannot read {}'s compaction; the history before it is sent instead",
+                format.provider(),
+                native.format.name()
+            );
+            warn(warnings, message);
+        }
         if native::has_reasoning(native) {
             let message =
                 format!("reasoning left out: {} cannot carry it; export {}", format.provider(), native.format.name());
