@@ -12,7 +12,8 @@
 # test/tools.sh and cached between runs (CONVO_VSCODE_CACHE, by default
 # ${XDG_CACHE_HOME:-$HOME/.cache}/convo-vscode). Screenshots are kept in
 # CONVO_VSCODE_ARTIFACTS (default editors/vscode/artifacts). Everything started here is
-# stopped at the end.
+# stopped at the end. CONVO_VSCODE_VSIX names a linux-x64 .vsix to test instead of the one
+# package.sh would build.
 #
 #   bash editors/vscode/test.sh target/release/convo
 set -euo pipefail
@@ -62,7 +63,12 @@ tools_install
 echo "node $("$NODE24" --version), code-server $("$NODE24" "$CODE_SERVER" --version 2>/dev/null | head -n 1), $("$CHROMIUM" --version 2>/dev/null), $("$PYTHON" -m playwright --version)"
 
 step "package the .vsix and the test extension"
-vsix=$(bash "$here/package.sh" "$work/vsix" linux-x64 "$binary")
+if [ -n "${CONVO_VSCODE_VSIX:-}" ]; then
+  vsix=$(realpath "$CONVO_VSCODE_VSIX") # a package already built (scripts/release): tested as it is
+  mkdir -p "$work/vsix"
+else
+  vsix=$(bash "$here/package.sh" "$work/vsix" linux-x64 "$binary")
+fi
 (cd test/api-ext && "$here/node_modules/.bin/vsce" package --no-dependencies --allow-missing-repository --skip-license \
   --out "$work/vsix/convo-api-test.vsix" >/dev/null)
 ls -l "$work/vsix"
