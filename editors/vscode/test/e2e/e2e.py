@@ -163,9 +163,10 @@ class Workbench:
         self.page.locator(".quick-input-widget .monaco-list-row", has_text=command).first.wait_for(timeout=10000)
         self.page.keyboard.press("Enter")
 
-    def pick(self, text, exact_label=None):
-        """Types into an open quick pick and takes the first row that shows `text`."""
-        box = self.page.locator(".quick-input-widget input")
+    def pick(self, placeholder, text, exact_label=None):
+        """Once the quick pick asking `placeholder` is open (not the palette still closing),
+        types `text` and takes the first row that shows `exact_label` (or `text`)."""
+        box = self.page.locator(f'.quick-input-widget input[placeholder="{placeholder}"]')
         box.wait_for(state="visible", timeout=10000)
         box.fill(text)
         row = self.page.locator(".quick-input-widget .monaco-list-row", has_text=exact_label or text).first
@@ -256,7 +257,7 @@ def test_hostile_text(wb):
     wb.page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     wb.page.evaluate("() => { window.__convo_pwned = undefined; }")
     wb.palette("Convo: Open Session…")
-    wb.pick("hostile", exact_label="Hostile <b>text</b>")
+    wb.pick("Open which session?", "hostile", exact_label="Hostile <b>text</b>")
     frame = wb.transcript("hostile")
     time.sleep(1.0)  # time for anything that would run
     state = frame.evaluate(
@@ -297,7 +298,7 @@ def test_hostile_text(wb):
 def test_live_update(wb):
     """A message appended by another convo process appears within a second."""
     wb.palette("Convo: Open Session…")
-    wb.pick("trip-branch")
+    wb.pick("Open which session?", "trip-branch")
     frame = wb.transcript("trip-branch")
     before = frame.evaluate("() => document.querySelectorAll('[data-message-id]').length")
     (added,) = rpc(["session/add_user", {"session_id": "trip-branch", "text": "Appended by another process."}])
@@ -321,8 +322,8 @@ def test_fork_from_palette(wb):
     before = {s["session_id"] for s in convo_ls()}
     rows_before = wb.rows()
     wb.palette("Convo: Fork Here")
-    wb.pick("untitled", exact_label="How do I undo a git commit?")
-    wb.pick("The whole history")
+    wb.pick("Fork which session?", "untitled", exact_label="How do I undo a git commit?")
+    wb.pick("Fork up to which message?", "The whole history")
     deadline = time.time() + 10
     new = set()
     while time.time() < deadline and not new:
@@ -341,8 +342,8 @@ def test_fork_from_palette(wb):
 def test_export(wb):
     """Export opens an untitled JSON document equal to session/export's payload."""
     wb.palette("Convo: Export As…")
-    wb.pick("trip", exact_label=re.compile(r"Packing for Paris and London\s*trip(?!-)"))
-    wb.pick("anthropic_messages")
+    wb.pick("Export which session?", "trip", exact_label=re.compile(r"Packing for Paris and London\s*trip(?!-)"))
+    wb.pick("the request body of which API?", "anthropic_messages")
     editor = wb.page.locator(".editor-instance .monaco-editor").first
     editor.wait_for(timeout=10000)
     wb.page.locator(".statusbar-item", has_text="JSON").first.wait_for(timeout=10000)
