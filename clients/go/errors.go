@@ -167,6 +167,10 @@ type ErrorData struct {
 	// Size and Limit: 1005.
 	Size  *int64 `json:"size,omitempty"`
 	Limit *int64 `json:"limit,omitempty"`
+	// Tokens and MaxTokens: 1005 from a Fit that cannot be met (Tokens the smallest
+	// body convo could make, MaxTokens the budget asked for).
+	Tokens    *int64 `json:"tokens,omitempty"`
+	MaxTokens *int64 `json:"max_tokens,omitempty"`
 	// MessageID: 1007, 1010.
 	MessageID string `json:"message_id,omitempty"`
 	// Detail and Error: 1008 (Error: the host's error object).

@@ -205,7 +205,10 @@ func (c *Client) FromDict(ctx context.Context, params FromDictParams) (*Imported
 // Export returns the provider-ready request body of the history (session/export): a
 // message whose Native is of the format (and, with Model, of that model) is replayed
 // from its body verbatim; every other message is built from its common form, what the
-// format cannot carry left out with a warning.
+// format cannot carry left out with a warning. The context options (Compaction,
+// ClearThinking, ClearToolResults, Fit, Cache) edit the body on its way out, never the
+// stored history; Exported.Context, Edits and Fit say what they did. A Fit that cannot
+// be met is ErrTooLarge (RPCError.Details().Tokens and MaxTokens).
 func (c *Client) Export(ctx context.Context, params ExportParams) (*Exported, error) {
 	return call[Exported](ctx, c, "session/export", params)
 }
@@ -215,8 +218,10 @@ func (c *Client) Validate(ctx context.Context, params ValidateParams) (*Validate
 	return call[Validated](ctx, c, "session/validate", params)
 }
 
-// CountTokens counts the tokens of the system prompt and the repaired history
-// (session/count_tokens).
+// CountTokens counts the tokens of the body Export would send with the same options
+// (session/count_tokens): the system prompt and the repaired history, from the latest
+// compaction point, edited and fitted. TokenCount.Context, Edits and Fit are set as
+// Exported's are; with Fit it previews the fitted body.
 func (c *Client) CountTokens(ctx context.Context, params CountTokensParams) (*TokenCount, error) {
 	return call[TokenCount](ctx, c, "session/count_tokens", params)
 }

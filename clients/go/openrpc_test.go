@@ -199,6 +199,14 @@ func TestSchemasMatch(t *testing.T) {
 		"UsageTotals":   convo.UsageTotals{},
 		"AddedResponse": convo.AddedResponse{},
 		"ImageRef":      convo.ImageRef{},
+		// Context management (section 17).
+		"ClearToolResults": convo.ClearToolResults{},
+		"ClearThinking":    convo.ClearThinking{},
+		"Fit":              convo.Fit{},
+		"Cache":            convo.Cache{},
+		"ContextLeftOut":   convo.ContextLeftOut{},
+		"Edits":            convo.Edits{},
+		"Fitted":           convo.Fitted{},
 	} {
 		schema, ok := doc.Components.Schemas[name]
 		if !ok {
@@ -219,6 +227,16 @@ func TestSchemasMatch(t *testing.T) {
 	ours := []string{string(convo.FormatOpenAIChat), string(convo.FormatOpenAIResponses), string(convo.FormatAnthropicMessages), string(convo.FormatGeminiContents)}
 	if got, want := sorted(ours), sorted(format.Enum); got != want {
 		t.Errorf("the Format constants are [%s], openrpc.json's [%s]", got, want)
+	}
+	// The Compaction constants are the values openrpc.json names.
+	var compaction struct {
+		Enum []string `json:"enum"`
+	}
+	if err := json.Unmarshal(doc.Components.Schemas["Compaction"], &compaction); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := sorted([]string{string(convo.CompactionUse), string(convo.CompactionIgnore)}), sorted(compaction.Enum); got != want {
+		t.Errorf("the Compaction constants are [%s], openrpc.json's [%s]", got, want)
 	}
 }
 

@@ -369,6 +369,9 @@ type InitializeResult struct {
 		// time instead of stored twice. Only then does this client give every append an
 		// id and send it once more after ErrStorageUnavailable.
 		ExactlyOnce bool `json:"exactly_once"`
+		// Context lists the context options (spec section 17) Export and CountTokens
+		// take: compaction, clear_thinking, clear_tool_results, fit, cache.
+		Context []string `json:"context"`
 	} `json:"capabilities"`
 }
 
@@ -732,6 +735,135 @@ type ExportParams struct {
 	// the function calls after it dropped, their call_id kept), with a warning, and
 	// Validate reports reasoning_not_replayable.
 	Store *bool `json:"store,omitempty"`
+
+	// The context options (spec section 17) edit the body on its way out, never the
+	// stored history; they apply in the order Compaction, ClearThinking,
+	// ClearToolResults, Fit, then Cache. Zero values leave them out (the server's
+	// defaults). CountTokensParams take them too; ValidateParams take Cache.
+
+	// Compaction is CompactionUse when empty: an export to the format of the latest
+	// compaction point (an Anthropic compaction block, a Responses compaction item)
+	// starts there, the messages before it left out (Exported.Context says where).
+	// CompactionIgnore sends the whole history.
+	Compaction Compaction `json:"compaction,omitempty"`
+	// ClearThinking leaves out the reasoning of all but the last Keep assistant
+	// messages that carry it (never the current turn's).
+	ClearThinking *ClearThinking `json:"clear_thinking,omitempty"`
+	// ClearToolResults sends the results of all but the last Keep tool calls with
+	// their content replaced by a placeholder.
+	ClearToolResults *ClearToolResults `json:"clear_tool_results,omitempty"`
+	// Fit makes the body fit MaxTokens (Exported.Fit says how); one that cannot fit is
+	// ErrTooLarge with ErrorData.Tokens and ErrorData.MaxTokens, and nothing is
+	// exported.
+	Fit *Fit `json:"fit,omitempty"`
+	// Cache places Anthropic cache_control breakpoints, or OpenAI's prompt_cache_key
+	// (and prompt_cache_retention); &convo.Cache{} sends true.
+	Cache *Cache `json:"cache,omitempty"`
+}
+
+// Compaction says what an export does with a provider's compaction point.
+type Compaction string
+
+const (
+	// CompactionUse (the default): the body starts at the latest compaction point of
+	// the export's format.
+	CompactionUse Compaction = "use"
+	// CompactionIgnore: the whole history is sent.
+	CompactionIgnore Compaction = "ignore"
+)
+
+// ClearToolResults is the clear_tool_results option: the results of all but the last
+// Keep tool calls (counted in order over the history; the calls of ExcludeTools never
+// cleared, nor counted) are sent with their content Placeholder and no images. The
+// result stays, so its call is still answered.
+type ClearToolResults struct {
+	// Keep is 3 when nil; Ptr(0) clears every result.
+	Keep         *int     `json:"keep,omitempty"`
+	ExcludeTools []string `json:"exclude_tools,omitempty"`
+	// Placeholder is "[tool result cleared to save context]" when empty.
+	Placeholder string `json:"placeholder,omitempty"`
+}
+
+// ClearThinking is the clear_thinking option: the reasoning of all but the last Keep
+// assistant messages that carry reasoning is left out, never the current turn's.
+type ClearThinking struct {
+	// Keep is 1 when nil; Ptr(0) keeps only the current turn's.
+	Keep *int `json:"keep,omitempty"`
+}
+
+// Fit is the fit option: when the body is larger than MaxTokens, convo clears tool
+// results oldest first, then leaves out the reasoning of older turns, then whole oldest
+// turns, stopping as soon as it fits; never the system prompt, a compaction summary or
+// point, or the last KeepTurns turns.
+type Fit struct {
+	MaxTokens int `json:"max_tokens"`
+	// KeepTurns is 1 when 0.
+	KeepTurns int `json:"keep_turns,omitempty"`
+}
+
+// Cache is the cache option. Every field empty sends `true`: convo's placement with the
+// provider's default TTL (anthropic_messages), prompt_cache_key the session id
+// (openai_chat, openai_responses). gemini_contents caches implicitly: nothing is added,
+// with a warning.
+type Cache struct {
+	// TTL (anthropic_messages): "5m" or "1h", on every breakpoint (the system prompt's
+	// too, without SystemTTL).
+	TTL string `json:"ttl,omitempty"`
+	// SystemTTL (anthropic_messages): the system prompt's; shorter than TTL is
+	// ErrInvalidParams.
+	SystemTTL string `json:"system_ttl,omitempty"`
+	// Key (openai_chat, openai_responses): the prompt_cache_key; the session id when
+	// empty.
+	Key string `json:"key,omitempty"`
+	// Retention (openai_chat, openai_responses): "in_memory" or "24h", sent as
+	// prompt_cache_retention.
+	Retention string `json:"retention,omitempty"`
+}
+
+// MarshalJSON sends `true` for a Cache with no field set, else the object.
+func (c Cache) MarshalJSON() ([]byte, error) {
+	if c == (Cache{}) {
+		return []byte("true"), nil
+	}
+	type object Cache
+	return json.Marshal(object(c))
+}
+
+// UnmarshalJSON takes `true` (every field empty) or the object; `false` is an error.
+func (c *Cache) UnmarshalJSON(b []byte) error {
+	switch string(bytes.TrimSpace(b)) {
+	case "true":
+		*c = Cache{}
+		return nil
+	case "false", "null":
+		return errors.New("convo: cache is true or an object")
+	}
+	type object Cache
+	return json.Unmarshal(b, (*object)(c))
+}
+
+// ContextLeftOut says where a body starts when the messages before a compaction point
+// were left out: FromIndex is the history index of that point.
+type ContextLeftOut struct {
+	FromIndex int `json:"from_index"`
+}
+
+// Edits is what ClearToolResults and ClearThinking cleared, in tokens counted as
+// CountTokens counts them.
+type Edits struct {
+	ClearedToolResults   int `json:"cleared_tool_results"`
+	ClearedThinkingTurns int `json:"cleared_thinking_turns"`
+	ClearedTokens        int `json:"cleared_tokens"`
+}
+
+// Fitted is what Fit did: the body's tokens before and after, and what it cleared or
+// left out to get there.
+type Fitted struct {
+	TokensBefore         int `json:"tokens_before"`
+	Tokens               int `json:"tokens"`
+	ClearedToolResults   int `json:"cleared_tool_results"`
+	ClearedThinkingTurns int `json:"cleared_thinking_turns"`
+	TurnsLeftOut         int `json:"turns_left_out"`
 }
 
 // CompactParams are session/compact's params: exactly one of Summary and Summarize.
@@ -798,6 +930,12 @@ type Exported struct {
 	// model) is in it byte for byte.
 	Payload  json.RawMessage `json:"payload"`
 	Warnings []Warning       `json:"warnings"`
+	// Context is set when the messages before a compaction point were left out.
+	Context *ContextLeftOut `json:"context,omitempty"`
+	// Edits is set when ClearToolResults or ClearThinking was given.
+	Edits *Edits `json:"edits,omitempty"`
+	// Fit is set when Fit was given.
+	Fit *Fitted `json:"fit,omitempty"`
 }
 
 // Warning is a change export made; Index is nil when it concerns no one message.
@@ -806,14 +944,16 @@ type Warning struct {
 	Message string `json:"message"`
 }
 
-// ValidateParams are session/validate's params; Model, Thinking and Store are
-// ExportParams'.
+// ValidateParams are session/validate's params; Model, Thinking, Store and Cache are
+// ExportParams' (with Cache, the breakpoints export would place are checked too:
+// cache_breakpoints, cache_ttl_order).
 type ValidateParams struct {
 	SessionID string `json:"session_id"`
 	Format    Format `json:"format"`
 	Model     string `json:"model,omitempty"`
 	Thinking  *bool  `json:"thinking,omitempty"`
 	Store     *bool  `json:"store,omitempty"`
+	Cache     *Cache `json:"cache,omitempty"`
 }
 
 // Validated lists what the provider would refuse.
@@ -833,16 +973,25 @@ type CountTokensParams struct {
 	SessionID string `json:"session_id"`
 	// Format is openai_chat when empty.
 	Format Format `json:"format,omitempty"`
-	// Model, Thinking and Store are ExportParams': the count is of the body Export
-	// would send.
-	Model    string `json:"model,omitempty"`
-	Thinking *bool  `json:"thinking,omitempty"`
-	Store    *bool  `json:"store,omitempty"`
+	// Model, Thinking, Store and the context options are ExportParams': the count is
+	// of the body Export would send with them (Fit: a preview of the fitted body).
+	Model            string            `json:"model,omitempty"`
+	Thinking         *bool             `json:"thinking,omitempty"`
+	Store            *bool             `json:"store,omitempty"`
+	Compaction       Compaction        `json:"compaction,omitempty"`
+	ClearThinking    *ClearThinking    `json:"clear_thinking,omitempty"`
+	ClearToolResults *ClearToolResults `json:"clear_tool_results,omitempty"`
+	Fit              *Fit              `json:"fit,omitempty"`
+	Cache            *Cache            `json:"cache,omitempty"`
 }
 
-// TokenCount is session/count_tokens's result.
+// TokenCount is session/count_tokens's result: Tokens, and Context, Edits and Fit as
+// Exported has them.
 type TokenCount struct {
-	Tokens int `json:"tokens"`
+	Tokens  int             `json:"tokens"`
+	Context *ContextLeftOut `json:"context,omitempty"`
+	Edits   *Edits          `json:"edits,omitempty"`
+	Fit     *Fitted         `json:"fit,omitempty"`
 }
 
 // RunParams are session/run's and session/stream's params.
