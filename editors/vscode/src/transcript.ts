@@ -130,10 +130,12 @@ class TranscriptPanel {
     try {
       const [session, history] = await Promise.all([
         client.getSession({ session_id: this.sessionId }),
-        client.history({ session_id: this.sessionId, repair: false, images: "ref" }),
+        client.history({ session_id: this.sessionId, repair: false, images: "ref", include_draft: true }),
       ]);
       this.#deleted = false;
-      model = { session, messages: history.messages, images: await this.#loadImages(client, history.messages), highlight: this.highlight };
+      const draft = history.draft?.messages ?? null;
+      const images = await this.#loadImages(client, [...history.messages, ...(draft ?? [])]);
+      model = { session, messages: history.messages, images, highlight: this.highlight, draft };
       this.panel.title = panelTitle(session.session_id, session.title);
     } catch (e) {
       if (!(e instanceof Error && "kind" in e && e.kind === "session_not_found")) throw e;

@@ -27,7 +27,8 @@ export class SessionsProvider implements vscode.TreeDataProvider<Node>, vscode.D
     this.model = this.#newModel(pageSize);
     this.#subscriptions.push(
       connection.onDidChange((change) => {
-        if (change.change !== "draft") this.model.invalidate(change.session_id);
+        if (change.change === "draft") return; // a stream's text so far: nothing the view shows
+        this.model.invalidate(change.session_id);
         this.refreshSoon();
       }),
       connection.onDidRestart(() => {

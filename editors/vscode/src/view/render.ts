@@ -35,6 +35,8 @@ export interface TranscriptModel {
   images: Record<string, string>;
   /** A message to scroll to and mark (a search hit). */
   highlight?: string | null;
+  /** A stream in progress (`include_draft`): its user message and partial answer. */
+  draft?: Message[] | null;
 }
 
 /** The image media types shown; anything else is named, not shown. */
@@ -235,15 +237,17 @@ function context(sessionId: string, messageId: string | null): string | undefine
 }
 
 /** One message's element (a tool result's is nested in its call's element by `renderTranscript`). */
-function messageElement<E extends MiniElement>(b: Build<E>, model: TranscriptModel, message: Message, tag: string, cls: string): E {
+function messageElement<E extends MiniElement>(b: Build<E>, model: TranscriptModel, message: Message, tag: string, cls: string, draft = false): E {
   const sid = model.session.session_id;
-  const id = message.id ?? undefined;
-  const flags = marks(message);
+  // A draft is not a stored message yet: no id to act on, none to collide with its own.
+  const id = draft ? undefined : (message.id ?? undefined);
+  const flags = draft ? ["streaming…"] : marks(message);
   const root = b.el(tag, {
     class: [cls, `role-${message.role}`, ...flags.map((f) => `mark-${f.split(" ")[0]}`), model.highlight && id === model.highlight ? "highlight" : ""].filter(Boolean).join(" "),
     "data-message-id": id,
+    "data-draft": draft ? "" : undefined,
     "data-role": message.role,
-    "data-vscode-context": context(sid, message.id),
+    "data-vscode-context": id ? context(sid, id) : undefined,
   });
   const header = b.el("header", {}, b.el("span", { class: "role" }, message.role));
   if (message.name) header.appendChild(b.el("span", { class: "name" }, message.name));
@@ -344,7 +348,8 @@ export function renderTranscript<E extends MiniElement>(doc: MiniDocument<E>, mo
     callElement.setAttribute("data-open-call", "");
     callElement.appendChild(b.el("p", { class: "no-result" }, "no result yet"));
   }
+  for (const message of model.draft ?? []) list.appendChild(messageElement(b, model, message, "article", "message draft", true));
   root.appendChild(list);
-  if (model.messages.length === 0) root.appendChild(b.el("p", { class: "empty" }, "No messages."));
+  if (model.messages.length === 0 && !model.draft?.length) root.appendChild(b.el("p", { class: "empty" }, "No messages."));
   return root;
 }

@@ -116,6 +116,24 @@ describe("transcript rendering", () => {
     assert.match(root.find((e) => e.tag === "dl").text, new RegExp(`session${session_id}messages8usage160 in · 80 out`));
   });
 
+  test("a stream in progress is shown after the messages, marked, without a message id", async () => {
+    const { client } = convo;
+    const { session_id } = await client.createSession({ title: "streaming" });
+    const session = await client.getSession({ session_id });
+    const at = "2026-01-01T00:00:00.000000Z";
+    const draft = [
+      { id: null, role: "user", content: "Tell me a story.", name: null, tool_call_id: null, tool_calls: null, images: null, metadata: null, native: null, usage: null, created_at: at },
+      { id: null, role: "assistant", content: "Once upon a <time>", name: null, tool_call_id: null, tool_calls: null, images: null, metadata: null, native: null, usage: null, created_at: at },
+    ];
+    const root = renderTranscript(document, { session, messages: [], images: {}, draft });
+    const drafts = root.findAll(withAttr("data-draft"));
+    assert.deepEqual(drafts.map((e) => e.getAttribute("data-role")), ["user", "assistant"]);
+    assert.equal(root.findAll(withAttr("data-message-id")).length, 0);
+    assert.ok(drafts.every((e) => e.find(withAttr("data-mark", "streaming…"))));
+    assert.ok(drafts[1].texts().includes("Once upon a <time>"));
+    assert.equal(root.find((e) => /empty/.test(e.getAttribute("class") ?? "")), undefined);
+  });
+
   test("a search hit is marked", async () => {
     const { session_id, ids } = await richSession(convo.client);
     const { root } = await draw(session_id, ids.final);
