@@ -68,8 +68,8 @@ export function registerCommands(
         }),
       );
       const picked = await vscode.window.showQuickPick(
-        hits.map((h) => ({ label: h.snippet, description: `${h.role} · ${titles.get(h.session_id) ?? h.session_id}`, detail: `message ${h.index + 1}`, hit: h })),
-        { title: `Convo: ${hits.length} match${hits.length === 1 ? "" : "es"} for ${query}`, matchOnDescription: true },
+        hits.map((h) => ({ label: h.snippet, description: `${h.role} · ${titles.get(h.session_id) ?? h.session_id}`, detail: `${h.session_id}, message ${h.index + 1}`, hit: h })),
+        { title: `Convo: ${hits.length} match${hits.length === 1 ? "" : "es"} for ${query}`, matchOnDescription: true, matchOnDetail: true },
       );
       if (picked) await transcripts.open(picked.hit.session_id, picked.hit.message_id);
     },

@@ -84,8 +84,15 @@ class TranscriptPanel {
     const webview = this.panel.webview;
     let ready!: () => void;
     this.#ready = new Promise((resolve) => (ready = resolve));
+    let loaded = false;
     webview.onDidReceiveMessage((message: FromPage) => {
-      if (message.type === "ready") ready();
+      if (message.type === "ready") {
+        // The page is loaded again each time the panel comes back from hiding (its
+        // context is not retained): draw it again then.
+        if (loaded) void this.draw();
+        loaded = true;
+        ready();
+      }
       else if (message.type === "openLink") void this.#openLink(message.href);
       else if (message.type === "action" && typeof message.messageId === "string") {
         void vscode.commands.executeCommand(message.action === "fork" ? "convo.fork" : "convo.rewind", this.sessionId, message.messageId);

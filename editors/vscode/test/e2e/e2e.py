@@ -121,6 +121,18 @@ class Workbench:
     def __init__(self, page):
         self.page = page
 
+    def fill(self, box, text, timeout=10.0):
+        """Fills a quick input's box, retried while the widget is still changing hands (it is
+        briefly inert between the palette and the command's own input)."""
+        deadline = time.time() + timeout
+        while True:
+            try:
+                box.fill(text, timeout=1000)
+                return
+            except Exception:
+                if time.time() > deadline:
+                    raise
+
     def shot(self, name):
         path = os.path.join(ARTIFACTS, f"{name}.png")
         self.page.screenshot(path=path)
@@ -159,7 +171,7 @@ class Workbench:
         self.page.keyboard.press("F1")
         box = self.page.locator(".quick-input-widget input")
         box.wait_for(state="visible", timeout=10000)
-        box.fill(">" + command)
+        self.fill(box, ">" + command)
         self.page.locator(".quick-input-widget .monaco-list-row", has_text=command).first.wait_for(timeout=10000)
         self.page.keyboard.press("Enter")
 
@@ -168,7 +180,7 @@ class Workbench:
         types `text` and takes the first row that shows `exact_label` (or `text`)."""
         box = self.page.locator(f'.quick-input-widget input[placeholder="{placeholder}"]')
         box.wait_for(state="visible", timeout=10000)
-        box.fill(text)
+        self.fill(box, text)
         row = self.page.locator(".quick-input-widget .monaco-list-row", has_text=exact_label or text).first
         row.wait_for(timeout=10000)
         row.click()
@@ -317,6 +329,29 @@ def test_live_update(wb):
     wb.wait_rows(lambda rows: True)
 
 
+def test_search(wb):
+    """Search finds a message; its hit opens the session at that message, marked."""
+    wb.palette("Convo: Search…")
+    box = wb.page.locator('.quick-input-widget input[placeholder="search every session\'s messages"]')
+    box.wait_for(state="visible", timeout=10000)
+    wb.fill(box, "windbreaker")
+    wb.page.keyboard.press("Enter")
+    row = wb.page.locator(".quick-input-widget .monaco-list-row", has_text="windbreaker").first
+    row.wait_for(timeout=10000)
+    # The hit in the original session (the fork holds the same message: a hit too).
+    assert wb.page.locator(".quick-input-widget .monaco-list-row").count() == 2
+    wb.page.locator(".quick-input-widget .monaco-list-row", has_text=re.compile(r"trip, message 5")).first.click()
+    (history,) = rpc(["session/history", {"session_id": "trip", "repair": False}])
+    target = history["messages"][-1]["id"]
+    frame = wb.transcript("trip")
+    deadline = time.time() + 10
+    while time.time() < deadline and not frame.query_selector(f'.highlight[data-message-id="{target}"]'):
+        time.sleep(0.1)
+        frame = wb.transcript("trip")
+    assert frame.query_selector(f'.highlight[data-message-id="{target}"]'), "the hit is not marked"
+    wb.shot("search")
+
+
 def test_fork_from_palette(wb):
     """Fork from the palette adds a session to the tree and to `convo ls`."""
     before = {s["session_id"] for s in convo_ls()}
@@ -376,6 +411,7 @@ TESTS = [
     test_transcript_hooks,
     test_hostile_text,
     test_live_update,
+    test_search,
     test_fork_from_palette,
     test_export,
     test_api_from_another_extension,
