@@ -407,3 +407,36 @@ def test_the_runner_runs_synchronously_across_loops(tmp_path: pathlib.Path) -> N
         assert len(asyncio.run(session.get_items())) == 10
         session.close()  # a shared client stays open
         assert not client.closed
+
+
+@arun
+async def test_fit_bounds_what_get_items_gives_the_sdk() -> None:
+    """``fit``: get_items is the Responses API body convo exports with that budget, so the
+    model is sent a history that fits; without it, the items as stored."""
+    with convo.Client(store="memory") as client:
+        _, items = await two_turns(ConvoSession("fit", client=client), "run")
+        whole = client.count_tokens("fit", "openai_responses")["tokens"]
+        preview = client.count_tokens("fit", "openai_responses", fit={"max_tokens": whole - 1})
+        assert preview["fit"]["turns_left_out"] + preview["fit"]["cleared_tool_results"] > 0
+
+        session = ConvoSession("fit", client=client, fit={"max_tokens": whole - 1})
+        fitted = await session.get_items()
+        exported = client.export("fit", "openai_responses", fit={"max_tokens": whole - 1})
+        assert fitted == exported["payload"]["input"] != wire(items)
+        assert await session.get_items(limit=2) == fitted[-2:] and await session.get_items(limit=0) == []
+        # A budget that holds everything: every stored item, as the Responses API gets it.
+        roomy = await ConvoSession("fit", client=client, fit={"max_tokens": whole}).get_items()
+        assert roomy == client.export("fit", "openai_responses")["payload"]["input"]
+        # Too small even for the last turn: convo's 1005, before any model call.
+        with pytest.raises(convo.TooLarge) as caught:
+            await ConvoSession("fit", client=client, fit={"max_tokens": 5}).get_items()
+        assert caught.value.max_tokens == 5 and caught.value.tokens is not None
+        assert await ConvoSession("nothing", client=client, fit={"max_tokens": 5}).get_items() == []
+
+        # The runner sends the model the fitted items, then the new input.
+        model = ScriptedModel()
+        model.enqueue([assistant_message("ok", item_id="m9")])
+        await Runner.run(Agent(name="a", model=model), "again", session=session)
+        assert wire(model.calls[-1].input) == wire(fitted) + [{"content": "again", "role": "user"}]
+        # The stored items are untouched: a session without fit gives them back equal.
+        assert wire((await ConvoSession("fit", client=client).get_items())[: len(items)]) == wire(items)

@@ -28,7 +28,18 @@ from ._binary import find_convo_bin
 from ._response import response_object
 from ._subscription import Change, Subscription
 from .errors import ConnectionClosed, ConvoError, StorageUnavailable, error_from_response
-from .types import AddedResponse, Format, ResponseObject
+from .types import (
+    AddedResponse,
+    Cache,
+    ClearThinking,
+    ClearToolResults,
+    Compaction,
+    Counted,
+    Exported,
+    Fit,
+    Format,
+    ResponseObject,
+)
 
 __all__ = ["AsyncClient", "PendingRequest", "Final", "RuntimeHandler", "UNSET", "METHODS", "Change", "Subscription"]
 
@@ -1028,8 +1039,13 @@ class AsyncClient:
         model: str | None = None,
         thinking: bool | None = None,
         store: bool | None = None,
-    ) -> dict[str, Any]:
-        """``{payload, warnings}``: the provider-ready request body parts
+        compaction: Compaction | None = None,
+        clear_thinking: ClearThinking | None = None,
+        clear_tool_results: ClearToolResults | None = None,
+        fit: Fit | None = None,
+        cache: Cache | None = None,
+    ) -> Exported:
+        """``{payload, warnings, context?, edits?, fit?}``: the provider-ready request body parts
         (``openai_chat``: ``{messages}``; ``openai_responses``: ``{instructions?, input}``;
         ``anthropic_messages``: ``{system?, messages}``; ``gemini_contents``:
         ``{system_instruction?, contents}``). A turn stored with ``native`` of this format
@@ -1040,9 +1056,29 @@ class AsyncClient:
         plus a date) are replayed verbatim. ``thinking`` (``anthropic_messages``):
         ``False`` leaves thinking blocks out. ``store`` (``openai_responses``): ``False``
         for a stateless request, leaving out reasoning without ``encrypted_content``.
-        ``None`` leaves an option out (convo's default)."""
+        ``None`` leaves an option out (convo's default).
+
+        The context options (spec section 17; see :mod:`convo.types`) edit the body on
+        its way out, never the stored history: ``compaction`` (``"use"``, the default:
+        the body starts at the latest compaction point of this format, and ``context``
+        says where; ``"ignore"``), ``clear_thinking`` (``{"keep": 1}``),
+        ``clear_tool_results`` (``{"keep": 3, "exclude_tools": [...], "placeholder":
+        ...}``; the reply's ``edits``), ``fit`` (``{"max_tokens": N, "keep_turns": 1}``:
+        the reply's ``fit``; :class:`~convo.TooLarge` with ``tokens`` and ``max_tokens``
+        when it cannot fit) and ``cache`` (``True``, or ``{"ttl", "system_ttl"}`` for
+        Anthropic breakpoints, ``{"key", "retention"}`` for OpenAI's prompt cache)."""
         params: dict[str, Any] = _params(
-            session_id=session_id, format=format, images=images, model=model, thinking=thinking, store=store
+            session_id=session_id,
+            format=format,
+            images=images,
+            model=model,
+            thinking=thinking,
+            store=store,
+            compaction=compaction,
+            clear_thinking=clear_thinking,
+            clear_tool_results=clear_tool_results,
+            fit=fit,
+            cache=cache,
         )
         if not repair:
             params["repair"] = False
@@ -1056,12 +1092,15 @@ class AsyncClient:
         model: str | None = None,
         thinking: bool | None = None,
         store: bool | None = None,
+        cache: Cache | None = None,
     ) -> dict[str, Any]:
         """``{violations: [{index, rule, provider_error}]}`` for the history as
-        :meth:`export` with ``repair=False`` and these options would send it."""
+        :meth:`export` with ``repair=False`` and these options would send it (with
+        ``cache``, the breakpoints export would place are checked too:
+        ``cache_breakpoints``, ``cache_ttl_order``)."""
         return await self.request(
             "session/validate",
-            _params(session_id=session_id, format=format, model=model, thinking=thinking, store=store),
+            _params(session_id=session_id, format=format, model=model, thinking=thinking, store=store, cache=cache),
         )
 
     async def count_tokens(
@@ -1072,11 +1111,29 @@ class AsyncClient:
         model: str | None = None,
         thinking: bool | None = None,
         store: bool | None = None,
-    ) -> dict[str, Any]:
-        """``{tokens}``: the tokens of what :meth:`export` with these options would send."""
+        compaction: Compaction | None = None,
+        clear_thinking: ClearThinking | None = None,
+        clear_tool_results: ClearToolResults | None = None,
+        fit: Fit | None = None,
+        cache: Cache | None = None,
+    ) -> Counted:
+        """``{tokens, context?, edits?, fit?}``: the tokens of what :meth:`export` with
+        these options (the context options included) would send; with ``fit``, a preview
+        of the fitted body, ``fit`` saying what it took."""
         return await self.request(
             "session/count_tokens",
-            _params(session_id=session_id, format=format, model=model, thinking=thinking, store=store),
+            _params(
+                session_id=session_id,
+                format=format,
+                model=model,
+                thinking=thinking,
+                store=store,
+                compaction=compaction,
+                clear_thinking=clear_thinking,
+                clear_tool_results=clear_tool_results,
+                fit=fit,
+                cache=cache,
+            ),
         )
 
     def _turn_params(

@@ -20,7 +20,18 @@ from typing import Any, TypeVar
 from ._client import UNSET, AsyncClient, RuntimeHandler, _with_message_ids
 from ._subscription import Change, Subscription
 from .errors import ConnectionClosed, SessionNotFound, StorageUnavailable
-from .types import AddedResponse, Format, ResponseObject
+from .types import (
+    AddedResponse,
+    Cache,
+    ClearThinking,
+    ClearToolResults,
+    Compaction,
+    Counted,
+    Exported,
+    Fit,
+    Format,
+    ResponseObject,
+)
 
 __all__ = ["Client", "SyncSubscription"]
 
@@ -553,10 +564,16 @@ class Client:
         model: str | None = None,
         thinking: bool | None = None,
         store: bool | None = None,
-    ) -> dict[str, Any]:
-        """``{payload, warnings}``: the provider-ready request body parts; native turns of
-        this format replayed verbatim (``model``, ``thinking``, ``store``: see
-        :meth:`AsyncClient.export`)."""
+        compaction: Compaction | None = None,
+        clear_thinking: ClearThinking | None = None,
+        clear_tool_results: ClearToolResults | None = None,
+        fit: Fit | None = None,
+        cache: Cache | None = None,
+    ) -> Exported:
+        """``{payload, warnings, context?, edits?, fit?}``: the provider-ready request body
+        parts; native turns of this format replayed verbatim (``model``, ``thinking``,
+        ``store``, and the context options ``compaction``, ``clear_thinking``,
+        ``clear_tool_results``, ``fit``, ``cache``: see :meth:`AsyncClient.export`)."""
         return self._fast(
             AsyncClient.export,
             session_id,
@@ -566,6 +583,11 @@ class Client:
             model=model,
             thinking=thinking,
             store=store,
+            compaction=compaction,
+            clear_thinking=clear_thinking,
+            clear_tool_results=clear_tool_results,
+            fit=fit,
+            cache=cache,
         )
 
     def validate(
@@ -576,9 +598,13 @@ class Client:
         model: str | None = None,
         thinking: bool | None = None,
         store: bool | None = None,
+        cache: Cache | None = None,
     ) -> dict[str, Any]:
-        """``{violations: [{index, rule, provider_error}]}``."""
-        return self._fast(AsyncClient.validate, session_id, format, model=model, thinking=thinking, store=store)
+        """``{violations: [{index, rule, provider_error}]}`` (``cache``: the breakpoints
+        export would place are checked too)."""
+        return self._fast(
+            AsyncClient.validate, session_id, format, model=model, thinking=thinking, store=store, cache=cache
+        )
 
     def count_tokens(
         self,
@@ -588,9 +614,26 @@ class Client:
         model: str | None = None,
         thinking: bool | None = None,
         store: bool | None = None,
-    ) -> dict[str, Any]:
-        """``{tokens}``."""
-        return self._fast(AsyncClient.count_tokens, session_id, format, model=model, thinking=thinking, store=store)
+        compaction: Compaction | None = None,
+        clear_thinking: ClearThinking | None = None,
+        clear_tool_results: ClearToolResults | None = None,
+        fit: Fit | None = None,
+        cache: Cache | None = None,
+    ) -> Counted:
+        """``{tokens, context?, edits?, fit?}``: see :meth:`AsyncClient.count_tokens`."""
+        return self._fast(
+            AsyncClient.count_tokens,
+            session_id,
+            format,
+            model=model,
+            thinking=thinking,
+            store=store,
+            compaction=compaction,
+            clear_thinking=clear_thinking,
+            clear_tool_results=clear_tool_results,
+            fit=fit,
+            cache=cache,
+        )
 
     def run(
         self,

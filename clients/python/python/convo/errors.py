@@ -161,8 +161,24 @@ class InvalidSequence(ConvoError, ValueError):
 
 
 class TooLarge(ConvoError):
+    """1005: a frame, request or reply over convo's limits (``limit``), or a ``fit`` that
+    cannot be met: ``tokens`` is the smallest body convo could make, ``max_tokens`` the
+    budget asked for (``data`` is a :class:`convo.types.TooLargeData`)."""
+
     code = 1005
     default_kind = "too_large"
+
+    @property
+    def limit(self) -> int | None:
+        return self.data.get("limit") if isinstance(self.data, dict) else None
+
+    @property
+    def tokens(self) -> int | None:
+        return self.data.get("tokens") if isinstance(self.data, dict) else None
+
+    @property
+    def max_tokens(self) -> int | None:
+        return self.data.get("max_tokens") if isinstance(self.data, dict) else None
 
 
 class StorageUnavailable(ConvoError):

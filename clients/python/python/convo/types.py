@@ -27,6 +27,19 @@ __all__ = [
     "AddedResponse",
     "SupportsModelDump",
     "ResponseObject",
+    "Compaction",
+    "ClearToolResults",
+    "ClearThinking",
+    "Fit",
+    "CacheOptions",
+    "Cache",
+    "ContextLeftOut",
+    "Edits",
+    "Fitted",
+    "Warning",
+    "Exported",
+    "Counted",
+    "TooLargeData",
 ]
 
 # The provider body formats: what export, validate, count_tokens, trim, from_dict and
@@ -163,3 +176,140 @@ class SupportsModelDump(Protocol):
 # What add_response takes: the response as JSON (a dict, as the HTTP body decodes), or the
 # SDK object the provider's client returned.
 ResponseObject = Mapping[str, Any] | SupportsModelDump
+
+
+# ---------------------------------------------------------------- context management (§17)
+# The options `export` and `count_tokens` take (`validate` takes `cache`). They edit the
+# body on its way out, never the stored history, in this order: compaction,
+# clear_thinking, clear_tool_results, fit, then cache.
+
+# "use" (convo's default): an export to the format of the latest compaction point (an
+# Anthropic `compaction` block, a Responses `compaction` item) starts there, the messages
+# before it left out (the reply's `context`); "ignore": the whole history is sent.
+Compaction = Literal["use", "ignore"]
+
+
+class ClearToolResults(TypedDict, total=False):
+    """``clear_tool_results``: the results of all but the last ``keep`` (default 3) tool
+    calls are sent with their content ``placeholder`` (default ``"[tool result cleared to
+    save context]"``) and no images; the calls of ``exclude_tools`` are never cleared,
+    nor counted."""
+
+    keep: int
+    exclude_tools: list[str]
+    placeholder: str
+
+
+class ClearThinking(TypedDict, total=False):
+    """``clear_thinking``: the reasoning of all but the last ``keep`` (default 1)
+    assistant messages that carry reasoning is left out, never the current turn's."""
+
+    keep: int
+
+
+class _Fit(TypedDict):
+    max_tokens: int
+
+
+class Fit(_Fit, total=False):
+    """``fit``: when the body is larger than ``max_tokens``, tool results are cleared
+    oldest first, then the reasoning of older turns left out, then whole oldest turns,
+    never the last ``keep_turns`` (default 1). One that cannot fit is
+    :class:`~convo.TooLarge` (``tokens``, ``max_tokens``), and nothing is exported."""
+
+    keep_turns: int
+
+
+class CacheOptions(TypedDict, total=False):
+    """``cache`` as an object. ``anthropic_messages``: ``ttl`` on every breakpoint (the
+    system prompt's too, without ``system_ttl``), ``system_ttl`` the system prompt's (not
+    shorter than ``ttl``). ``openai_chat``, ``openai_responses``: ``key`` the
+    ``prompt_cache_key`` (default: the session id), ``retention`` the
+    ``prompt_cache_retention``."""
+
+    ttl: Literal["5m", "1h"]
+    system_ttl: Literal["5m", "1h"]
+    key: str
+    retention: Literal["in_memory", "24h"]
+
+
+# ``cache``: ``True`` (convo's placement, the provider's default TTL) or the options.
+# Anthropic: cache_control breakpoints on the system prompt, the end of the previous
+# request and the body's end (at most 4); OpenAI: prompt_cache_key; Gemini: nothing,
+# with a warning (it caches implicitly).
+Cache = bool | CacheOptions
+
+
+class ContextLeftOut(TypedDict):
+    """The reply's ``context``: the body starts at the compaction point at history index
+    ``from_index``; the messages before it were left out."""
+
+    from_index: int
+
+
+class Edits(TypedDict):
+    """The reply's ``edits`` (``clear_tool_results`` or ``clear_thinking`` given); tokens
+    counted as ``count_tokens`` counts them."""
+
+    cleared_tool_results: int
+    cleared_thinking_turns: int
+    cleared_tokens: int
+
+
+class Fitted(TypedDict):
+    """The reply's ``fit`` (``fit`` given): the body's tokens before and after, and what
+    was cleared or left out to get there."""
+
+    tokens_before: int
+    tokens: int
+    cleared_tool_results: int
+    cleared_thinking_turns: int
+    turns_left_out: int
+
+
+class Warning(TypedDict):
+    """What export changed or could not express; ``index`` is the history message's."""
+
+    index: int | None
+    message: str
+
+
+class _Exported(TypedDict):
+    payload: dict[str, Any]
+    warnings: list[Warning]
+
+
+class Exported(_Exported, total=False):
+    """``export``'s result. ``context``, ``edits`` and ``fit`` are present only when the
+    option was given or messages before a compaction point were left out."""
+
+    context: ContextLeftOut
+    edits: Edits
+    fit: Fitted
+
+
+class _Counted(TypedDict):
+    tokens: int
+
+
+class Counted(_Counted, total=False):
+    """``count_tokens``' result: the tokens of the body :meth:`~convo.AsyncClient.export`
+    would send with the same options, and ``context``, ``edits``, ``fit`` as it has them."""
+
+    context: ContextLeftOut
+    edits: Edits
+    fit: Fitted
+
+
+class _TooLargeData(TypedDict):
+    kind: Literal["too_large"]
+
+
+class TooLargeData(_TooLargeData, total=False):
+    """The ``data`` of 1005 (:class:`~convo.TooLarge`): ``limit`` when a reply would be
+    over ``--max-message-bytes``; ``tokens`` (the smallest body convo could make) and
+    ``max_tokens`` when a ``fit`` cannot be met."""
+
+    limit: int
+    tokens: int
+    max_tokens: int

@@ -50,6 +50,7 @@ from .._client import AsyncClient
 from .._default import default_client
 from .._sync import Client
 from ..errors import RevisionConflict, SessionExists, SessionNotFound
+from ..types import Fit
 from . import CANCELLED, _Bridge, convo_session_id
 
 __all__ = ["ConvoSession", "CANCELLED", "items_of_message", "message_for_items"]
@@ -353,7 +354,14 @@ class ConvoSession:
     ``client``: a :class:`convo.Client` to share (or an :class:`convo.AsyncClient`, used
     from its own loop); neither: the process-wide :func:`convo.default_client`.
     ``session_settings``: a ``SessionSettings`` or a dict of its fields (its ``limit`` is
-    the default of :meth:`get_items`).
+    the default of :meth:`get_items`). ``fit``: a token budget for what :meth:`get_items`
+    gives the SDK (``{"max_tokens": N, "keep_turns": 1}``, spec section 17): the items
+    are then the ``input`` of convo's ``openai_responses`` export with that ``fit``
+    (oldest tool outputs cleared, then older reasoning, then whole oldest turns left out;
+    from the latest compaction item on) — the body the Responses API is sent, not the
+    stored items verbatim; a budget even the last turns exceed raises
+    :class:`convo.TooLarge`. The SDK's ``Session`` has no token budget of its own:
+    ``SessionSettings.limit`` counts items.
     """
 
     session_settings: SessionSettings | None = None
@@ -365,8 +373,10 @@ class ConvoSession:
         store: str | None = None,
         client: Client | AsyncClient | None = None,
         session_settings: SessionSettings | Mapping[str, Any] | None = None,
+        fit: Fit | None = None,
     ) -> None:
         self.session_id = session_id
+        self.fit = fit
         self.session_settings = (
             coerce_session_settings(session_settings)  # type: ignore[arg-type]
             if session_settings is not None
@@ -405,6 +415,11 @@ class ConvoSession:
         Read from convo's repaired history: a call left without its result comes back
         answered by a ``function_call_output`` with convo's cancellation text."""
         session_limit = resolve_session_limit(limit, self.session_settings)
+        if self.fit is not None:
+            items = await self._fitted_items()
+            if session_limit is None or session_limit < 0:
+                return items
+            return items[-session_limit:] if session_limit > 0 else []
         if session_limit is None or session_limit < 0:
             return [item for m in await self._messages() for item in items_of_message(m)]
         if session_limit == 0:
@@ -420,6 +435,15 @@ class ConvoSession:
             if len(items) >= session_limit or offset == 0:
                 return items[-session_limit:]
             window *= 2
+
+    async def _fitted_items(self) -> list[Any]:
+        """The items of the Responses API body convo exports with :attr:`fit`."""
+        try:
+            exported = await self._call("export", "openai_responses", fit=self.fit)
+        except SessionNotFound:
+            return []
+        items: list[Any] = exported["payload"]["input"]
+        return items
 
     async def _last_stored(self) -> tuple[dict[str, Any] | None, int | None]:
         """The last stored message (no repair) and the revision it was read at."""
