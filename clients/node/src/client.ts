@@ -427,21 +427,30 @@ export class ConvoClient {
    * Gemini). A turn appended by `addResponse` in that format is replayed as it came; the
    * body options: `model` (replay only that model's turns), `thinking` (false: Anthropic
    * thinking blocks left out), `store` (false: Responses reasoning that cannot be replayed
-   * statelessly left out). */
+   * statelessly left out). The context options (spec section 17) edit the body on its way
+   * out, never the stored history: `compaction` (`"use"`, the default: start at the latest
+   * compaction point of the format, `context.from_index` in the reply; `"ignore"`),
+   * `clear_thinking`, `clear_tool_results` (the reply's `edits`), `fit` (`{max_tokens,
+   * keep_turns?}`: the reply's `fit`; one that cannot be met rejects with `TooLargeError`,
+   * `data.tokens` and `data.max_tokens`) and `cache` (`true`, `{ttl?, system_ttl?}` for
+   * Anthropic breakpoints, `{key?, retention?}` for OpenAI's prompt cache). */
   export(params: P.SessionExportParams, options?: CallOptions): Promise<P.Exported> {
     return this.request("session/export", params, options);
   }
 
   /** `session/validate`: what a provider would reject in the stored history, in its words
    * (with `export`'s body options: `thinking: true` adds `thinking_required`, `store: false`
-   * `reasoning_not_replayable`). */
+   * `reasoning_not_replayable`; with `cache`, the breakpoints export would place are
+   * checked too: `cache_breakpoints`, `cache_ttl_order`). */
   validate(params: P.SessionValidateParams, options?: CallOptions): Promise<P.Validated> {
     return this.request("session/validate", params, options);
   }
 
-  /** `session/count_tokens`: the system prompt plus the repaired history as exported for
-   * `format` (with `export`'s body options), in o200k_base tokens. */
-  countTokens(params: P.SessionCountTokensParams, options?: CallOptions): Promise<P.SessionCountTokensResult> {
+  /** `session/count_tokens`: the tokens of the body `export` would send with the same
+   * options (the system prompt plus the repaired history for `format`, from the latest
+   * compaction point, edited and fitted), in o200k_base tokens: `{tokens, context?, edits?,
+   * fit?}` (`Counted`; `tokens` as before). With `fit`, a preview of the fitted body. */
+  countTokens(params: P.SessionCountTokensParams, options?: CallOptions): Promise<P.Counted> {
     return this.request("session/count_tokens", params, options);
   }
 

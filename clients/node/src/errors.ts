@@ -62,7 +62,9 @@ export class SessionExistsError extends ConvoError<SessionExistsData> {}
 export class RevisionConflictError extends ConvoError<RevisionConflictData> {}
 /** 1004: a tool result the conversation rules do not accept (`data.reason`). Nothing stored. */
 export class InvalidSequenceError extends ConvoError<InvalidSequenceData> {}
-/** 1005: a frame, request or reply over convo's limits. */
+/** 1005: a frame, request or reply over convo's limits (`data.limit`), or a `fit` that
+ * cannot be met (`data.tokens`: the smallest body convo could make; `data.max_tokens`:
+ * the budget asked for). */
 export class TooLargeError extends ConvoError<TooLargeData> {}
 /** 1006: the store failed; the request did not take effect. */
 export class StorageUnavailableError extends ConvoError<StorageUnavailableData> {}

@@ -179,6 +179,8 @@ export type InitializeResult = {
     formats: Format[];
     /** Appends take `message_id` (see MessageId): a retry is answered as the first time instead of stored twice. */
     exactly_once: true;
+    /** The options of context management (spec section 17) that export and count_tokens take. */
+    context: Array<"compaction" | "clear_thinking" | "clear_tool_results" | "fit" | "cache">;
   };
 };
 
@@ -191,6 +193,12 @@ export type Exported = {
     index: number | null;
     message: string;
   }>;
+  /** Present when messages before a compaction point were left out. */
+  context?: ContextLeftOut;
+  /** Present when clear_tool_results or clear_thinking was given. */
+  edits?: Edits;
+  /** Present when fit was given. */
+  fit?: Fitted;
 };
 
 export type Validated = {
@@ -298,6 +306,74 @@ export type AddedResponse = {
 
 /** An id the client chose for the message it appends (a UUID: v4 from crypto.randomUUID() or uuid4(), or v7), stored in lower case as the message's id. When the session's history holds that id already with the same message (every member the request gives, compared as JSON values: numbers by value, objects whatever their order; with `native`, `native` instead of content and tool_calls), the reply is the one the first append got — its `index` the message's current one, its `revision` the one that append made (0 for a fork's copy of its parent's message) — plus `duplicate: true`, and nothing changes; this check comes before `expected_revision` and the conversation rules. With a different message it is 1010. An id counts while its message is in the history: trim, rewind, pop, clear and delete release it. Not a UUID: -32602. */
 export type MessageId = string;
+
+/** use: export to a format starts at the latest compaction point of that format (an Anthropic `compaction` block with a summary, a Responses `compaction` item, the compact endpoint's result), the messages before it left out (`context.from_index`); ignore: the whole history is sent. Other formats leave a compaction out with a warning and send the history before it. */
+export type Compaction = "use" | "ignore";
+
+/** The results of all but the last `keep` tool calls are sent with their content replaced by `placeholder` and no images; the result stays, so its call is still answered. The stored history never changes. */
+export type ClearToolResults = {
+  /** How many of the last tool calls (in order over the history, `exclude_tools` not counted) keep their results. */
+  keep?: number;
+  /** Tools whose results are never cleared. */
+  exclude_tools?: string[];
+  placeholder?: string;
+  [member: string]: unknown;
+};
+
+/** The reasoning of all but the last `keep` assistant messages that carry reasoning is left out (Anthropic thinking and redacted_thinking blocks; Responses reasoning items, with the `id`s of the items after them; Chat `reasoning_content`; Gemini thought parts and `thoughtSignature`s), never that of the current turn (everything after the last user message). */
+export type ClearThinking = {
+  keep?: number;
+  [member: string]: unknown;
+};
+
+/** Makes the body fit `max_tokens` (counted as count_tokens counts): tool results cleared oldest first, then the reasoning of older turns left out one assistant message at a time, then whole oldest turns left out, stopping as soon as it fits; never the system prompt, a compaction summary or point, or the last `keep_turns` turns. If it cannot fit: 1005 with `data.tokens` (the smallest body) and `data.max_tokens`, and nothing is exported. */
+export type Fit = {
+  max_tokens: number;
+  keep_turns?: number;
+  [member: string]: unknown;
+};
+
+/** anthropic_messages: `cache_control: {type: "ephemeral", ttl?}` on the last block of `system` (then a block array), the last eligible block of the body and the last eligible block of the message before the latest assistant turn (text that is not empty, image, document, tool_use, tool_result; never thinking), at most 4 in all. openai_chat and openai_responses: `prompt_cache_key` (and `prompt_cache_retention`). gemini_contents: nothing, with a warning. */
+export type Cache = boolean | {
+  /** anthropic_messages: the breakpoints' TTL (and the system prompt's, without system_ttl). */
+  ttl?: "5m" | "1h";
+  /** anthropic_messages: the system prompt's; shorter than ttl is -32602. */
+  system_ttl?: "5m" | "1h";
+  /** openai_chat, openai_responses: the prompt_cache_key (default: the session id). */
+  key?: string;
+  /** openai_chat, openai_responses: prompt_cache_retention. */
+  retention?: "in_memory" | "24h";
+  [member: string]: unknown;
+};
+
+export type ContextLeftOut = {
+  /** The history index of the compaction point the body starts at. */
+  from_index: number;
+};
+
+export type Edits = {
+  cleared_tool_results: number;
+  cleared_thinking_turns: number;
+  cleared_tokens: number;
+};
+
+export type Fitted = {
+  tokens_before: number;
+  tokens: number;
+  cleared_tool_results: number;
+  cleared_thinking_turns: number;
+  turns_left_out: number;
+};
+
+export type Counted = {
+  tokens: number;
+  /** Present when messages before a compaction point were left out. */
+  context?: ContextLeftOut;
+  /** Present when clear_tool_results or clear_thinking was given. */
+  edits?: Edits;
+  /** Present when fit was given. */
+  fit?: Fitted;
+};
 
 /** Params of `initialize`. */
 export type InitializeParams = Record<string, unknown>;
@@ -654,6 +730,11 @@ export type SessionExportParams = {
   thinking?: boolean;
   /** openai_responses: false means the request is stateless, so a reasoning item without encrypted_content is left out and the ids of the items after it dropped (their call_id kept), with a warning; validate reports `reasoning_not_replayable`. */
   store?: boolean;
+  compaction?: Compaction;
+  clear_thinking?: ClearThinking;
+  clear_tool_results?: ClearToolResults;
+  fit?: Fit;
+  cache?: Cache;
 };
 
 /** Result of `session/export`: Exported. */
@@ -669,6 +750,8 @@ export type SessionValidateParams = {
   thinking?: boolean;
   /** openai_responses: false means the request is stateless, so a reasoning item without encrypted_content is left out and the ids of the items after it dropped (their call_id kept), with a warning; validate reports `reasoning_not_replayable`. */
   store?: boolean;
+  /** The breakpoints export would place are checked too. */
+  cache?: Cache;
 };
 
 /** Result of `session/validate`: Validated. */
@@ -684,12 +767,15 @@ export type SessionCountTokensParams = {
   thinking?: boolean;
   /** openai_responses: false means the request is stateless, so a reasoning item without encrypted_content is left out and the ids of the items after it dropped (their call_id kept), with a warning; validate reports `reasoning_not_replayable`. */
   store?: boolean;
+  compaction?: Compaction;
+  clear_thinking?: ClearThinking;
+  clear_tool_results?: ClearToolResults;
+  fit?: Fit;
+  cache?: Cache;
 };
 
 /** Result of `session/count_tokens`: Counted. */
-export type SessionCountTokensResult = {
-  tokens: number;
-};
+export type SessionCountTokensResult = Counted;
 
 /** Params of `session/run`. */
 export type SessionRunParams = {
@@ -833,11 +919,11 @@ export interface Methods {
   "session/to_dict": { params: SessionToDictParams; result: SessionToDictResult };
   /** Imports a session: session/to_dict's output, the generic agent library's to_dict (`system_prompt` may stand for `system`), or with `format` a provider's request body (the inverse of session/export). A dangling call in the middle gets cancelled results; a result with no open call fails the import with 1004, or is dropped with `repair`. At most 100,000 messages (1005). */
   "session/from_dict": { params: SessionFromDictParams; result: SessionFromDictResult };
-  /** The provider-ready request body parts for `format`, from the history (repaired unless `repair` is false). One rule for every format: a message whose native form is of `format` (and, with `model`, of that model) is replayed from its body verbatim; every other message is built from its common form, and what the format cannot carry (another provider's reasoning, signatures, item ids) is left out with a warning, never forged. Gemini: a function call of the current turn built from the common form gets Google's placeholder `thoughtSignature` `skip_thought_signature_validator` on the first call of its message, with a warning. Whatever else had to change or could not be expressed (a placeholder user turn before a leading assistant turn, a system message moved to the top, turns merged, an empty message or an unsupported content part left out, an image of unknown type) is a warning. */
+  /** The provider-ready request body parts for `format`, from the history (repaired unless `repair` is false). One rule for every format: a message whose native form is of `format` (and, with `model`, of that model) is replayed from its body verbatim; every other message is built from its common form, and what the format cannot carry (another provider's reasoning, signatures, item ids) is left out with a warning, never forged. Gemini: a function call of the current turn built from the common form gets Google's placeholder `thoughtSignature` `skip_thought_signature_validator` on the first call of its message, with a warning. Whatever else had to change or could not be expressed (a placeholder user turn before a leading assistant turn, a system message moved to the top, turns merged, an empty message or an unsupported content part left out, an image of unknown type) is a warning. Section 17's options apply in this order: `compaction`, `clear_thinking`, `clear_tool_results`, `fit`, then `cache` (breakpoints go on the body that is sent); the stored history never changes. */
   "session/export": { params: SessionExportParams; result: SessionExportResult };
-  /** What the provider would reject in the stored history sent unaltered (one provider message per stored message, no repair), each with the stored message's index, a rule name and the provider's own error text. Changes nothing. Rules added for reasoning models: anthropic_messages `thinking_last` (an assistant message ending in a thinking block) and, with `thinking: true`, `thinking_required`; openai_responses `reasoning_missing`, `reasoning_dangling`, `call_missing`, `output_missing` and, with `store: false`, `reasoning_not_replayable`. A group's results (and a user message right after them) are judged as the one provider message export makes of them. */
+  /** What the provider would reject in the stored history sent unaltered (one provider message per stored message, no repair), each with the stored message's index, a rule name and the provider's own error text. Changes nothing. Rules added for reasoning models: anthropic_messages `thinking_last` (an assistant message ending in a thinking block) and, with `thinking: true`, `thinking_required`; openai_responses `reasoning_missing`, `reasoning_dangling`, `call_missing`, `output_missing` and, with `store: false`, `reasoning_not_replayable`. A group's results (and a user message right after them) are judged as the one provider message export makes of them. anthropic_messages also `cache_breakpoints` (more than 4 blocks with cache_control) and `cache_ttl_order` (a 1h breakpoint after a 5m one, in the order system, messages). */
   "session/validate": { params: SessionValidateParams; result: SessionValidateResult };
-  /** Tokens of the system prompt plus the repaired history as exported for `format` (default openai_chat), by OpenAI's o200k_base BPE: every string but image data, 3 per message, 3 for the reply, 85 per image. */
+  /** Tokens of the body session/export would send for `format` (default openai_chat), every option export takes applied (the system prompt plus the repaired history, from the latest compaction point, edited and fitted), by OpenAI's o200k_base BPE: every string but image data, 3 per message, 3 for the reply, 85 per image. */
   "session/count_tokens": { params: SessionCountTokensParams; result: SessionCountTokensResult };
   /** One turn through the host: convo reads the session (in its order), sends the host `runtime/run` (see x-server-requests) with the repaired history followed by the new user message, and lets the session go while the host works. It then appends the user message and the answer (text, tool_calls; usage, model, stop_reason in its metadata) in one step checked against the revision it read: if the session changed meanwhile, nothing is appended and the reply is 1003 with the answer in `data.response`. On any failure nothing is appended. */
   "session/run": { params: SessionRunParams; result: SessionRunResult };
@@ -927,6 +1013,10 @@ export type TooLargeData = {
   kind: "too_large";
   /** --max-message-bytes, when a reply would exceed it */
   limit?: number;
+  /** fit: the tokens of the smallest body convo may make */
+  tokens?: number;
+  /** fit: the budget asked for */
+  max_tokens?: number;
   [member: string]: unknown;
 };
 

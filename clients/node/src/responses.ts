@@ -16,8 +16,10 @@ type Rest = { [member: string]: any };
 export interface ProviderResponses {
   /** Chat Completions: a `chat.completion` (DeepSeek's too); its `choices[0].message` is the turn. */
   openai_chat: { object: "chat.completion"; choices: readonly object[] } & Rest;
-  /** The Responses API: a `response` whose `output` items are the turn (not `failed` or `cancelled`). */
-  openai_responses: { object: "response"; output: readonly object[] } & Rest;
+  /** The Responses API: a `response` whose `output` items are the turn (not `failed` or
+   * `cancelled`), or the compact endpoint's result (`POST /v1/responses/compact`,
+   * `object: "response.compaction"`): its `output` is stored as one compaction point. */
+  openai_responses: { object: "response" | "response.compaction"; output: readonly object[] } & Rest;
   /** Anthropic Messages: a `message` whose `content` blocks are the turn. */
   anthropic_messages: { type: "message"; content: readonly object[] } & Rest;
   /** Gemini: a `GenerateContentResponse`; candidate 0's `content` is the turn. Every member

@@ -36,7 +36,7 @@ const USAGE = {
 };
 
 test("the fixtures are copies of the repository's", { skip: !existsSync(ORIGINALS) && "no tests/fixtures/providers here" }, () => {
-  for (const name of ["anthropic_thinking_tool_use", "anthropic_final_answer", "openai_responses_reasoning_calls", "gemini_final"]) {
+  for (const name of ["anthropic_thinking_tool_use", "anthropic_final_answer", "openai_responses_reasoning_calls", "gemini_final", "anthropic_compaction_iterations", "openai_responses_compacted"]) {
     assert.equal(text(name), readFileSync(new URL(`${name}.json`, ORIGINALS), "utf8"), name);
   }
 });
