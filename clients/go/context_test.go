@@ -272,3 +272,37 @@ func TestCacheJSON(t *testing.T) {
 		t.Errorf("object: %+v %v", back, err)
 	}
 }
+
+// TestCompactEndpointResult: the Responses compact endpoint's result is stored as one
+// compaction point; an openai_responses export starts there, its output sent back as is.
+func TestCompactEndpointResult(t *testing.T) {
+	c := start(t)
+	ctx := ctxT(t)
+	id := "gpt"
+	must[*convo.SessionInfo](t)(c.CreateSession(ctx, convo.CreateSessionParams{SessionID: id, System: "Be brief."}))
+	must[*convo.Added](t)(c.AddUser(ctx, convo.AddUserParams{SessionID: id, Text: "What should I pack?"}))
+	must[*convo.Added](t)(c.AddAssistant(ctx, convo.AddAssistantParams{SessionID: id, Text: "Rain gear."}))
+	compacted := fixture(t, "openai_responses_compacted.json")
+	added := must[*convo.AddedResponse](t)(c.AddResponse(ctx, convo.AddResponseParams{SessionID: id, Format: convo.FormatOpenAIResponses, Response: compacted}))
+	must[*convo.Added](t)(c.AddUser(ctx, convo.AddUserParams{SessionID: id, Text: "And the train?"}))
+	exported := must[*convo.Exported](t)(c.Export(ctx, convo.ExportParams{SessionID: id, Format: convo.FormatOpenAIResponses}))
+	if exported.Context == nil || int64(exported.Context.FromIndex) != int64(added.Index) {
+		t.Fatalf("context %+v, the compaction stored at %d", exported.Context, added.Index)
+	}
+	var input []json.RawMessage
+	if err := json.Unmarshal(pick(t, exported.Payload, "input"), &input); err != nil {
+		t.Fatal(err)
+	}
+	var output []json.RawMessage
+	if err := json.Unmarshal(pick(t, compacted, "output"), &output); err != nil {
+		t.Fatal(err)
+	}
+	if len(input) != len(output)+1 {
+		t.Fatalf("%d input items, %d in the compacted output", len(input), len(output))
+	}
+	for i := range output {
+		if compact(t, input[i]) != compact(t, output[i]) {
+			t.Errorf("item %d: %s, compacted %s", i, input[i], output[i])
+		}
+	}
+}

@@ -521,8 +521,9 @@ type Added struct {
 type AddResponseParams struct {
 	SessionID string `json:"session_id"`
 	// Format names what Response is: FormatOpenAIChat a "chat.completion",
-	// FormatOpenAIResponses a "response", FormatAnthropicMessages a "message",
-	// FormatGeminiContents a GenerateContentResponse (candidate 0 is stored).
+	// FormatOpenAIResponses a "response" (or the compact endpoint's
+	// "response.compaction", stored as a compaction point), FormatAnthropicMessages a
+	// "message", FormatGeminiContents a GenerateContentResponse (candidate 0 is stored).
 	Format Format `json:"format"`
 	// Response is the provider's whole response object, the bytes of the HTTP body as
 	// the host received them (a streaming host: the assembled object). It is sent as

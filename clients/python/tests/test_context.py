@@ -160,3 +160,18 @@ async def test_compaction_point_from_an_anthropic_response() -> None:
             "message": "compaction left out: Chat Completions cannot read anthropic_messages's compaction; "
             "the history before it is sent instead",
         } in chat["warnings"]
+
+
+def test_the_compact_endpoints_result_is_a_compaction_point(client: convo.Client) -> None:
+    """``responses.compact``'s result (``object: "response.compaction"``): an
+    ``openai_responses`` export starts at it and sends its output back as it is."""
+    compacted = json.loads((FIXTURES / "openai_responses_compacted.json").read_text(encoding="utf-8"))
+    client.create("gpt", system="Be brief.")
+    client.add_user("gpt", "What should I pack?")
+    client.add_assistant("gpt", "Rain gear.")
+    added = client.add_response("gpt", "openai_responses", compacted)
+    client.add_user("gpt", "And the train?")
+    exported = client.export("gpt", "openai_responses")
+    assert exported["context"] == {"from_index": added["index"]}
+    assert exported["payload"]["input"][:-1] == compacted["output"]
+    assert exported["payload"]["input"][-1]["content"][0]["text"] == "And the train?"

@@ -829,8 +829,9 @@ class AsyncClient:
         came (``native``: thinking, signatures, reasoning items), its ``usage`` normalised.
         An export to the same ``format`` replays it verbatim.
 
-        ``format``: ``anthropic_messages`` (a Message), ``openai_responses`` (a Response),
-        ``openai_chat`` (a ChatCompletion), ``gemini_contents`` (a
+        ``format``: ``anthropic_messages`` (a Message), ``openai_responses`` (a Response,
+        or the compact endpoint's result, a CompactedResponse: stored as a compaction
+        point), ``openai_chat`` (a ChatCompletion), ``gemini_contents`` (a
         GenerateContentResponse; candidate 0). ``response``: the response as a dict (sent
         as it is, member order kept) or the SDK's object, sent as the SDK sends a model
         back: ``model_dump(mode="json", by_alias=True, exclude_unset=True)`` without its
