@@ -36,7 +36,7 @@ __all__ = [
     "ContextLeftOut",
     "Edits",
     "Fitted",
-    "Warning",
+    "ExportWarning",
     "Exported",
     "Counted",
     "TooLargeData",
@@ -267,7 +267,7 @@ class Fitted(TypedDict):
     turns_left_out: int
 
 
-class Warning(TypedDict):
+class ExportWarning(TypedDict):
     """What export changed or could not express; ``index`` is the history message's."""
 
     index: int | None
@@ -276,7 +276,7 @@ class Warning(TypedDict):
 
 class _Exported(TypedDict):
     payload: dict[str, Any]
-    warnings: list[Warning]
+    warnings: list[ExportWarning]
 
 
 class Exported(_Exported, total=False):
