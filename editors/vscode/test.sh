@@ -117,6 +117,9 @@ mkdir -p "$artifacts"
 status=0
 CONVO_BINARY=$binary CONVO_STORE=$store CODE_SERVER_URL="http://127.0.0.1:$port/" WORKSPACE=$work/workspace \
   ARTIFACTS=$artifacts CHROMIUM=$CHROMIUM timeout 600 "$PYTHON" "$here/test/e2e/e2e.py" || status=$?
+# The logs, beside the screenshots: code-server's, the extension host's, the Convo channel.
+cp "$work/code-server.log" "$artifacts/" 2>/dev/null || true
+find "$user/logs" \( -name remoteexthost.log -o -name '*Convo*.log' \) -exec cp {} "$artifacts/" \; 2>/dev/null || true
 if [ $status -ne 0 ]; then
   echo "--- code-server log" >&2
   tail -n 40 "$work/code-server.log" >&2

@@ -50,6 +50,7 @@ export function registerCommands(
     "convo.search": async () => {
       const query = await vscode.window.showInputBox({
         title: "Convo: Search",
+        ignoreFocusOut: true,
         prompt: "Words all must match; `prefix*`; \"a phrase\"",
         placeHolder: "search every session's messages",
       });
@@ -69,7 +70,7 @@ export function registerCommands(
       );
       const picked = await vscode.window.showQuickPick(
         hits.map((h) => ({ label: h.snippet, description: `${h.role} · ${titles.get(h.session_id) ?? h.session_id}`, detail: `${h.session_id}, message ${h.index + 1}`, hit: h })),
-        { title: `Convo: ${hits.length} match${hits.length === 1 ? "" : "es"} for ${query}`, matchOnDescription: true, matchOnDetail: true },
+        { title: `Convo: ${hits.length} match${hits.length === 1 ? "" : "es"} for ${query}`, matchOnDescription: true, matchOnDetail: true, ignoreFocusOut: true },
       );
       if (picked) await transcripts.open(picked.hit.session_id, picked.hit.message_id);
     },
@@ -117,7 +118,7 @@ export function registerCommands(
       if (!id) return;
       const format = await vscode.window.showQuickPick(
         FORMATS.map((f) => ({ label: f, description: FORMAT_NAMES[f] })),
-        { title: "Convo: Export As", placeHolder: "the request body of which API?" },
+        { title: "Convo: Export As", placeHolder: "the request body of which API?", ignoreFocusOut: true },
       );
       if (!format) return;
       const { payload, warnings } = await (await client()).export({ session_id: id, format: format.label as Format });
@@ -160,6 +161,7 @@ export function registerCommands(
       if (!id) return;
       const n = await vscode.window.showInputBox({
         title: "Convo: Trim",
+        ignoreFocusOut: true,
         prompt: "Keep the last N turns (a turn: a user message and all that follows it); 0 drops every message",
         value: "10",
         validateInput: (v) => (/^\d+$/.test(v.trim()) ? undefined : "a whole number"),
@@ -175,6 +177,7 @@ export function registerCommands(
       if (!id) return;
       const keep = await vscode.window.showInputBox({
         title: "Convo: Compact (1/2)",
+        ignoreFocusOut: true,
         prompt: "Keep the last N turns as they are; the turns before become one summary message",
         value: "2",
         validateInput: (v) => (/^[1-9]\d*$/.test(v.trim()) ? undefined : "a whole number, at least 1"),
@@ -182,6 +185,7 @@ export function registerCommands(
       if (keep === undefined) return;
       const summary = await vscode.window.showInputBox({
         title: "Convo: Compact (2/2)",
+        ignoreFocusOut: true,
         prompt: "The summary of the earlier turns (it replaces them)",
         validateInput: (v) => (v.trim() ? undefined : "a summary is needed"),
       });
@@ -209,7 +213,7 @@ export function registerCommands(
                   picked: i.label === guess,
                   detail: i.label === guess ? "looks like this one" : undefined,
                 })),
-                { title: "Convo: Import", placeHolder: "what the file holds" },
+                { title: "Convo: Import", placeHolder: "what the file holds", ignoreFocusOut: true },
               )
             )?.label;
       if (!format) return;
@@ -260,6 +264,9 @@ const FORMAT_NAMES: Record<Format, string> = {
   gemini_contents: "Gemini generateContent",
 };
 
+// Every pick and input keeps open when focus moves (ignoreFocusOut): a transcript whose
+// page loads again as it is shown takes the focus for a moment, which would close it.
+
 /** A quick pick of sessions (the newest 200), the active transcript's first. */
 async function pickSession(client: ConvoClient, placeHolder: string, active?: string): Promise<string | undefined> {
   const { sessions } = await client.listSessions({ limit: 200 });
@@ -270,7 +277,7 @@ async function pickSession(client: ConvoClient, placeHolder: string, active?: st
     }),
   );
   if (active) items.sort((a, b) => Number(b.id === active) - Number(a.id === active));
-  const picked = await vscode.window.showQuickPick(items, { title: "Convo", placeHolder, matchOnDescription: true, matchOnDetail: true });
+  const picked = await vscode.window.showQuickPick(items, { title: "Convo", placeHolder, matchOnDescription: true, matchOnDetail: true, ignoreFocusOut: true });
   return picked?.id;
 }
 
@@ -285,6 +292,6 @@ async function pickMessage(client: ConvoClient, sessionId: string, placeHolder: 
     const calls = (m.tool_calls ?? []).length;
     items.push({ label: `${n + 1}. ${m.role}`, description: text.slice(0, 120) || (calls ? `${calls} tool call${calls === 1 ? "" : "s"}` : ""), id: m.id });
   });
-  const picked = await vscode.window.showQuickPick(items.reverse().sort((a, b) => Number(b.id === null) - Number(a.id === null)), { title: "Convo", placeHolder, matchOnDescription: true });
+  const picked = await vscode.window.showQuickPick(items.reverse().sort((a, b) => Number(b.id === null) - Number(a.id === null)), { title: "Convo", placeHolder, matchOnDescription: true, ignoreFocusOut: true });
   return picked ? picked.id : undefined;
 }
