@@ -374,6 +374,29 @@ def test_fork_from_palette(wb):
     wb.shot("fork")
 
 
+def test_fork_here_button(wb):
+    """A message's "Fork here" button in the transcript forks the session at that message."""
+    before = {s["session_id"] for s in convo_ls()}
+    wb.palette("Convo: Open Session…")
+    wb.pick("Open which session?", "trip", exact_label=re.compile(r"Packing for Paris and London\s*trip(?!-)"))
+    frame = wb.transcript("trip")
+    (history,) = rpc(["session/history", {"session_id": "trip", "repair": False}])
+    at = history["messages"][1]["id"]  # the assistant turn with the two calls
+    message = frame.locator(f'article[data-message-id="{at}"]')
+    message.hover()
+    message.locator('button[data-action="fork"]').click()
+    deadline = time.time() + 10
+    new = set()
+    while time.time() < deadline and not new:
+        new = {s["session_id"] for s in convo_ls()} - before
+        time.sleep(0.2)
+    assert len(new) == 1, f"convo ls: new sessions {new}"
+    (info,) = [s for s in convo_ls() if s["session_id"] in new]
+    assert info["forked_from"] == {"session_id": "trip", "message_id": at}, info
+    assert info["message_count"] == 2, info
+    wb.transcript(info["session_id"])
+
+
 def test_export(wb):
     """Export opens an untitled JSON document equal to session/export's payload."""
     wb.palette("Convo: Export As…")
@@ -413,6 +436,7 @@ TESTS = [
     test_live_update,
     test_search,
     test_fork_from_palette,
+    test_fork_here_button,
     test_export,
     test_api_from_another_extension,
 ]
