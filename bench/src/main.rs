@@ -3,13 +3,15 @@
 //! the same methods: `session/create`, `add_user`, `history`, `fork`, `trim`.
 //!
 //! ```text
-//! convo-bench [--quick] [--million] [--million-only] [--provider] [--search] [--images] [--history-only] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]
+//! convo-bench [--quick] [--million] [--million-only] [--provider] [--context] [--search] [--images] [--history-only] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]
 //! ```
 //!
 //! `--round-trips-only` is for the echo floor, which keeps no state; `--million` (a
 //! session of 1,000,000 tiny messages, in a server of its own so that its peak RSS is
 //! theirs alone; `--million-only`),
-//! `--provider` (export and token counts) and `--search` (full-text search over 100,000
+//! `--provider` (export and token counts), `--context` (a 100,000-message session
+//! exported with `fit`, and the share of a cached tool loop's input read from cache) and
+//! `--search` (full-text search over 100,000
 //! messages; `--search-only` measures nothing else) and `--images` (`history` of a session
 //! of 1 MiB images inline and by reference; `--images-only`) use methods only convo has
 //! (`--history-only` measures `history` alone, for profiling it); `--runtime`
@@ -20,6 +22,7 @@
 //!
 //! It prints one line per figure and, with `--json`, appends one JSON object per run.
 
+mod cache_model;
 mod client;
 
 use std::io::Write as _;
@@ -38,6 +41,9 @@ struct Sizes {
     search: usize,
     /// Messages that each carry the same 1 MiB image.
     images: usize,
+    /// The session exported with `fit`; the steps of the cached tool loop.
+    fit: usize,
+    steps: usize,
 }
 
 const FULL: Sizes = Sizes {
@@ -48,9 +54,20 @@ const FULL: Sizes = Sizes {
     million: 1_000_000,
     search: 100_000,
     images: 20,
+    fit: 100_000,
+    steps: 40,
 };
-const QUICK: Sizes =
-    Sizes { sequential: 50, pipelined: 500, history: 100, forks: &[10, 100], million: 2_000, search: 2_000, images: 2 };
+const QUICK: Sizes = Sizes {
+    sequential: 50,
+    pipelined: 500,
+    history: 100,
+    forks: &[10, 100],
+    million: 2_000,
+    search: 2_000,
+    images: 2,
+    fit: 400,
+    steps: 4,
+};
 
 /// How many requests are in flight in the pipelined measures.
 const WINDOW: usize = 64;
@@ -59,7 +76,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(split) = args.iter().position(|a| a == "--") else {
         eprintln!(
-            "usage: convo-bench [--quick] [--million] [--million-only] [--provider] [--search] [--images] [--history-only] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]"
+            "usage: convo-bench [--quick] [--million] [--million-only] [--provider] [--context] [--search] [--images] [--history-only] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]"
         );
         std::process::exit(2);
     };
@@ -118,6 +135,9 @@ fn main() {
     }
     if flag("--search") {
         measure_search(&mut c, sizes, &mut report);
+    }
+    if flag("--context") {
+        measure_context(&mut c, sizes, &mut report);
     }
     if flag("--images") {
         measure_images(&mut c, sizes, &mut report);
@@ -427,6 +447,83 @@ fn measure_provider(c: &mut Client, sizes: &Sizes, report: &mut Report) {
         let times = (0..5).map(|_| timed(c, "session/export", &params)).collect();
         report.add(&format!("export_10k_{format}_ms"), ms(median(times)), "ms");
     }
+}
+
+/// Context management (issue 44): `export` with `fit {max_tokens: 100000}` of a session
+/// of `sizes.fit` messages (the turns of `measure_provider`, each message counted once
+/// before), and a tool loop of `sizes.steps` Anthropic steps (thinking on, 1 to 30
+/// parallel calls a step, the system prompt on a 1-hour TTL) exported with `cache` at
+/// every step and sent through `cache_model`: the share of its input read from cache,
+/// with convo's breakpoints and with one on the last block only.
+fn measure_context(c: &mut Client, sizes: &Sizes, report: &mut Report) {
+    create(c, "fit");
+    let turn = |t: usize| {
+        json!([
+            {"role": "user", "content": format!("Question {t}: what does the function on line {t} do?")},
+            {"role": "assistant", "content": "Let me look.", "tool_calls": [{"id": format!("c{t}"), "name": "read", "arguments": {"line": t}}]},
+            {"role": "tool", "tool_call_id": format!("c{t}"), "content": "fn main() { println!(\"hello\"); }"},
+            {"role": "assistant", "content": "It prints a greeting to standard output, then returns."},
+        ])
+    };
+    let batches: Vec<String> = (0..sizes.fit / 100)
+        .map(|b| {
+            let messages: Vec<Value> =
+                (b * 25..(b + 1) * 25).flat_map(|t| turn(t).as_array().unwrap().clone()).collect();
+            json!({"session_id": "fit", "messages": messages}).to_string()
+        })
+        .collect();
+    c.pipeline(batches.len(), 8, |b| ("session/add_messages", &batches[b]));
+    let count = json!({"session_id": "fit", "format": "anthropic_messages"}).to_string();
+    let started = std::time::Instant::now();
+    c.call("session/count_tokens", &count);
+    report.add("count_tokens_fit_session_first_ms", ms(started.elapsed()), "ms");
+    let fit = json!({"session_id": "fit", "format": "anthropic_messages", "fit": {"max_tokens": 100_000}}).to_string();
+    let times = (0..5)
+        .map(|_| {
+            let started = std::time::Instant::now();
+            c.call("session/export", &fit);
+            started.elapsed()
+        })
+        .collect();
+    report.add("export_fit_100k_tokens_ms", ms(median(times)), "ms");
+
+    let system = "You are a coding agent working in a large repository. ".repeat(60);
+    c.call("session/create", &json!({"session_id": "loop", "system": system}).to_string());
+    c.call(
+        "session/add_user",
+        &json!({"session_id": "loop", "text": "Find why the build fails and fix it."}).to_string(),
+    );
+    let export = json!({"session_id": "loop", "format": "anthropic_messages",
+                        "cache": {"ttl": "5m", "system_ttl": "1h"}})
+    .to_string();
+    let (mut placed, mut last_only) = (cache_model::Cache::default(), cache_model::Cache::default());
+    for step in 0..sizes.steps {
+        let reply: Value = serde_json::from_slice(&c.call("session/export", &export)).expect("a JSON reply");
+        let payload = reply["result"]["payload"].clone();
+        placed.request(&payload);
+        last_only.request(&cache_model::last_block_only(&payload));
+        let calls = 1 + (step * 7) % 30;
+        let mut content = vec![
+            json!({"type": "thinking", "thinking": format!("Step {step}: {calls} files to read next."), "signature": "c2ln"}),
+        ];
+        content.extend((0..calls).map(|k| json!({"type": "tool_use", "id": format!("toolu_{step}_{k}"), "name": "read", "input": {"path": format!("src/{step}/{k}.rs")}})));
+        let response = json!({"model": "claude-opus-4-6", "id": format!("msg_{step}"), "type": "message", "role": "assistant",
+                              "content": content, "stop_reason": "tool_use", "stop_sequence": null,
+                              "usage": {"input_tokens": 10, "output_tokens": 10}});
+        c.call(
+            "session/add_response",
+            &json!({"session_id": "loop", "format": "anthropic_messages", "response": response}).to_string(),
+        );
+        let results: Vec<String> = (0..calls)
+            .map(|k| {
+                let text = format!("// src/{step}/{k}.rs\n") + &"let value = compute(input, &config)?;\n".repeat(12);
+                json!({"session_id": "loop", "tool_call_id": format!("toolu_{step}_{k}"), "content": text}).to_string()
+            })
+            .collect();
+        c.pipeline(results.len(), 8, |k| ("session/add_tool_result", &results[k]));
+    }
+    report.add("cache_read_share", placed.share(), "share");
+    report.add("cache_read_share_last_block_only", last_only.share(), "share");
 }
 
 /// `session/search` over `sizes.search` messages in 10 sessions (12 words each, from a

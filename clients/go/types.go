@@ -876,6 +876,9 @@ type CompactParams struct {
 	Archive          bool    `json:"archive,omitempty"`
 	TimeoutMS        int64   `json:"timeout_ms,omitempty"`
 	ExpectedRevision *int64  `json:"expected_revision,omitempty"`
+	// MaxInputTokens, with Summarize, bounds every runtime/run convo sends: the turns
+	// are summarised in parts (Part in the host's params), then merged.
+	MaxInputTokens int64 `json:"max_input_tokens,omitempty"`
 }
 
 // Compacted is session/compact's result; SummaryMessageID is nil when nothing was

@@ -27,6 +27,10 @@ pub struct RuntimeParams {
     pub response_format: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stream_id: Option<String>,
+    /// `session/compact` in parts: `{index, count}`, and `merge: true` on the request
+    /// that merges the parts' summaries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub part: Option<Value>,
 }
 
 /// What ended a wait for the host, when it did not answer with a result.

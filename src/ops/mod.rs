@@ -30,6 +30,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use tokio_util::sync::CancellationToken;
 
 use crate::lock;
+use crate::session::context::Pieces;
 use crate::store::Store;
 
 pub use compact::Compaction;
@@ -50,11 +51,13 @@ pub use sessions::{DeletedMany, SessionPage};
 pub struct Ops {
     store: Arc<dyn Store>,
     host: Arc<dyn Host>,
+    /// Each message's tokens once counted, for count_tokens, fit and clearing.
+    pieces: Arc<Pieces>,
 }
 
 impl Ops {
     pub fn new(store: Arc<dyn Store>, host: Arc<dyn Host>) -> Self {
-        Ops { store, host }
+        Ops { store, host, pieces: Arc::default() }
     }
 }
 

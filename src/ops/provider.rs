@@ -1,5 +1,7 @@
 //! Provider-ready histories: export, validate, count tokens, and trim to a token budget.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -72,8 +74,9 @@ impl Ops {
         options: Options,
         context: &Context,
     ) -> Result<Exported> {
-        let done = self.prepared_body(session_id, format, repair, options, context).await?;
+        let done = self.prepared_body(session_id, format, repair, options, context, true).await?;
         let Prepared { export, context, edits, fit, .. } = done;
+        let export = export.ok_or_else(|| Error::Internal("no body was built".into()))?;
         Ok(Exported { payload: export.payload, warnings: export.warnings, context, edits, fit })
     }
 
@@ -94,6 +97,8 @@ impl Ops {
     }
 
     /// The tokens of what the export would send (repaired), native bodies included.
+    /// Without options that edit the body, a session counted before is counted on from
+    /// where it was: only the messages appended since are read and added.
     pub async fn count_tokens(
         &self,
         session_id: &str,
@@ -101,10 +106,47 @@ impl Ops {
         options: Options,
         context: &Context,
     ) -> Result<Counted> {
-        let done = self.prepared_body(session_id, format, true, options, context).await?;
+        if context.edits_nothing() {
+            let fixed = Options { fix: true, ..options.clone() };
+            if let Some(counted) = self.count_on(session_id, format, &fixed).await? {
+                return Ok(counted);
+            }
+        }
+        let done = self.prepared_body(session_id, format, true, options, context, false).await?;
         Ok(Counted { tokens: done.tokens, context: done.context, edits: done.edits, fit: done.fit })
     }
 
+    /// `count_tokens` from the session's running count (`None`: it must be counted as a
+    /// body is).
+    async fn count_on(&self, session_id: &str, format: Format, options: &Options) -> Result<Option<Counted>> {
+        let counted = |(tokens, start): (usize, usize)| Counted {
+            tokens,
+            context: (start > 0).then_some(Skipped { from_index: start }),
+            edits: None,
+            fit: None,
+        };
+        if let Some(running) = self.pieces.running(session_id, format, options).filter(|r| r.counted > 0) {
+            let page = self.store.history(session_id, running.counted as u64 - 1, None).await?;
+            if page.messages.first().is_some_and(|m| running.goes_on_from(m)) {
+                let repaired = page.tail.repair_view().into_iter().map(Arc::new).collect();
+                let system = page.info.system.as_deref();
+                let new = &page.messages[1..];
+                if let Some(done) = self.pieces.go_on(session_id, format, system, options, Some(running), new, repaired)
+                {
+                    return Ok(Some(counted(done)));
+                }
+            }
+        }
+        let page = self.store.history(session_id, 0, None).await?;
+        let repaired = page.tail.repair_view().into_iter().map(Arc::new).collect();
+        let system = page.info.system.as_deref();
+        let done = self.pieces.go_on(session_id, format, system, options, None, &page.messages, repaired);
+        Ok(done.map(counted))
+    }
+
+    /// The body, built when `build`, else only counted. A body that is only counted, or
+    /// made to fit a budget, is small whatever the history's length: that history is
+    /// read whole, however long; any other is bounded as every reply is.
     async fn prepared_body(
         &self,
         session_id: &str,
@@ -112,10 +154,21 @@ impl Ops {
         repair: bool,
         options: Options,
         context: &Context,
+        build: bool,
     ) -> Result<Prepared> {
-        let (page, messages) = self.whole(session_id, repair).await?;
+        let small = !build || context.fit.is_some();
+        let page = self.store.history(session_id, 0, if small { None } else { Some(MAX_MESSAGES + 1) }).await?;
+        if !small {
+            check_count("the history", page.messages.len())
+                .map_err(|_| Error::TooLarge(format!("the history holds more than {MAX_MESSAGES} messages")))?;
+        }
+        let HistoryPage { info, mut messages, tail } = page;
+        if repair {
+            messages.extend(tail.repair_view().into_iter().map(Arc::new));
+        }
         let options = Options { fix: true, ..options };
-        context::prepare(format, page.info.system.as_deref(), messages, &options, context, session_id)
+        let system = info.system.as_deref();
+        context::prepare(format, system, messages, &options, context, session_id, &self.pieces, build)
     }
 
     /// Drops the oldest whole turns until the system prompt and the repaired history fit

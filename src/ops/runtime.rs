@@ -230,6 +230,7 @@ impl Ops {
             metadata: turn.metadata.clone(),
             response_format: None,
             stream_id: None,
+            part: None,
         };
         Ok((params, user, page.info.revision))
     }

@@ -46,6 +46,12 @@ pub struct Message {
     pub created_at: String,
 }
 
+impl AsRef<Message> for Message {
+    fn as_ref(&self) -> &Message {
+        self
+    }
+}
+
 impl Message {
     /// Whether `self`, a message a client appends again, is `stored` (spec section 15):
     /// every member a client gives equal as a JSON value (`same_json`). With `native`,

@@ -328,6 +328,154 @@ fn cache_breakpoints_and_keys(s: &mut Server) {
     assert_eq!(violations[0]["provider_error"], "A maximum of 4 blocks with cache_control may be provided. Found 5.");
 }
 
+/// A session of `turns` turns, each a question, a call, a result of `words` words and an
+/// answer.
+fn long_session(s: &mut Server, id: &str, turns: usize, words: usize) {
+    s.call("session/create", json!({"session_id": id, "system": "You summarise coding sessions."}));
+    for batch in 0..turns.div_ceil(10) {
+        let messages: Vec<Value> = (batch * 10..((batch + 1) * 10).min(turns))
+            .flat_map(|t| {
+                let call = format!("call_{t}");
+                [
+                    json!({"role": "user", "content": format!("Step {t}: what is in file {t}?")}),
+                    json!({"role": "assistant", "content": null, "tool_calls": [{"id": call, "name": "read", "arguments": {"n": t}}]}),
+                    json!({"role": "tool", "tool_call_id": call, "content": format!("file{t} ").repeat(words)}),
+                    json!({"role": "assistant", "content": format!("File {t} holds words.")}),
+                ]
+            })
+            .collect();
+        s.call("session/add_messages", json!({"session_id": id, "messages": messages}));
+    }
+}
+
+/// What a summary request holds, counted as convo counts it (the runtime has no format:
+/// Chat Completions).
+fn request_tokens(params: &Value) -> usize {
+    use convo::session::export::{Format, export};
+    let messages: Vec<convo::session::Message> = serde_json::from_value(params["messages"].clone()).unwrap();
+    let body = export(Format::OpenaiChat, params["system"].as_str(), &messages, true);
+    convo::session::tokens::count_payload(&body.payload)
+}
+
+fn compaction_in_parts_never_sends_more_than_the_budget(s: &mut Server) {
+    long_session(s, "big", 150, 1000);
+    let before = tokens(s, json!({"session_id": "big"}));
+    assert!(before > 300_000, "{before}");
+    let params = json!({"session_id": "big", "keep_turns": 1, "summarize": true, "max_input_tokens": 50_000});
+    let id = s.send_request("session/compact", params);
+    let mut parts: Vec<Value> = Vec::new();
+    loop {
+        let host = s.host_request(id, "runtime/run");
+        let asked = &host["params"];
+        assert_eq!(asked["purpose"], "summarize");
+        let sent = request_tokens(asked);
+        assert!(sent <= 50_000, "request {} holds {sent} tokens", parts.len());
+        let part = asked["part"].clone();
+        let index = part["index"].as_u64().unwrap() as usize;
+        assert_eq!(index, parts.len());
+        if part["merge"] == true {
+            let merged: Vec<Value> =
+                asked["messages"].as_array().unwrap().iter().map(|m| m["content"].clone()).collect();
+            let wanted: Vec<Value> = (0..index).map(|k| json!(format!("summary of part {k}"))).collect();
+            assert_eq!(merged, wanted, "the merge gets every part's summary, in order");
+            assert_eq!(part["count"], index);
+            s.answer(&host["id"], json!({"text": "the merged summary"}));
+            break;
+        }
+        if index > 0 {
+            assert_eq!(
+                asked["messages"][0]["content"],
+                format!("summary of part {}", index - 1),
+                "the summary before, first"
+            );
+        }
+        s.answer(&host["id"], json!({"text": format!("summary of part {index}")}));
+        parts.push(part);
+    }
+    assert!(parts.len() >= 7, "300,000 tokens in parts of at most 50,000: {}", parts.len());
+    assert!(parts.iter().all(|p| p["count"] == parts.len()), "{parts:?}");
+    let done = s.result_of(id, "session/compact");
+    assert_eq!(done["removed"], 149 * 4);
+    let history = s.call("session/history", json!({"session_id": "big"}));
+    assert_eq!(history["messages"][0]["content"], "the merged summary");
+    assert_eq!(history["messages"].as_array().unwrap().len(), 5);
+
+    // A turn too large alone goes with its results cleared; a message too large even so
+    // cannot be summarised within the budget: 1005, and nothing changes.
+    long_session(s, "one", 3, 30_000);
+    let id = s.send_request(
+        "session/compact",
+        json!({"session_id": "one", "keep_turns": 1, "summarize": true, "max_input_tokens": 20_000}),
+    );
+    let host = s.host_request(id, "runtime/run");
+    assert!(request_tokens(&host["params"]) <= 20_000);
+    assert_eq!(host["params"]["messages"][2]["content"], "[tool result cleared to save context]");
+    s.answer(&host["id"], json!({"text": "first"}));
+    let host = s.host_request(id, "runtime/run");
+    s.answer(&host["id"], json!({"text": "second"}));
+    let host = s.host_request(id, "runtime/run");
+    assert_eq!(host["params"]["part"], json!({"index": 2, "count": 2, "merge": true}));
+    s.answer(&host["id"], json!({"text": "both"}));
+    assert_eq!(s.result_of(id, "session/compact")["removed"], 8);
+    s.call("session/create", json!({"session_id": "huge"}));
+    s.call("session/add_user", json!({"session_id": "huge", "text": "word ".repeat(30_000)}));
+    s.call("session/add_assistant", json!({"session_id": "huge", "text": "ok"}));
+    s.call("session/add_user", json!({"session_id": "huge", "text": "next"}));
+    let error = s.fail(
+        "session/compact",
+        json!({"session_id": "huge", "keep_turns": 1, "summarize": true, "max_input_tokens": 20_000}),
+        1005,
+    );
+    assert_eq!(error["data"]["max_tokens"], 20_000);
+    assert_eq!(s.call("session/get", json!({"session_id": "huge"}))["message_count"], 3);
+}
+
+/// Counts on from a session's running count equal counting it whole (a budget too large
+/// to change anything makes convo count the whole body), whatever happened since.
+fn a_running_count_is_the_count_of_the_whole(s: &mut Server) {
+    let check = |s: &mut Server, when: &str| {
+        for format in ["openai_chat", RESPONSES, ANTHROPIC, "gemini_contents"] {
+            let running = s.call("session/count_tokens", json!({"session_id": "run", "format": format}));
+            let whole = s.call(
+                "session/count_tokens",
+                json!({"session_id": "run", "format": format, "fit": {"max_tokens": 1_000_000_000}}),
+            );
+            assert_eq!(running["tokens"], whole["tokens"], "{format}, {when}");
+            assert_eq!(running["context"], whole["context"], "{format}, {when}");
+        }
+    };
+    s.call("session/create", json!({"session_id": "run", "system": "sys"}));
+    check(s, "empty");
+    user(s, "run", "What should I pack?");
+    check(s, "a user message");
+    let added = respond(s, "run", ANTHROPIC, "anthropic_thinking_tool_use");
+    check(s, "calls, unanswered");
+    for id in added["tool_call_ids"].as_array().unwrap() {
+        s.call("session/add_tool_result", json!({"session_id": "run", "tool_call_id": id, "content": "12 °C"}));
+        check(s, "a result");
+    }
+    respond(s, "run", ANTHROPIC, "anthropic_final_answer");
+    check(s, "the answer");
+    s.call("session/pop", json!({"session_id": "run"}));
+    check(s, "popped");
+    assistant(s, "run", "Pack a coat.");
+    check(s, "another answer where the popped one was");
+    s.call("session/add_message", json!({"session_id": "run", "message": {"role": "system", "content": "Be brief."}}));
+    check(s, "a system message");
+    s.call("session/update", json!({"session_id": "run", "system": "A new system prompt."}));
+    check(s, "a new system prompt");
+    user(s, "run", "And the train?");
+    respond(s, "run", ANTHROPIC, "anthropic_compaction_iterations");
+    check(s, "a compaction point");
+    user(s, "run", "Thanks.");
+    check(s, "after the compaction point");
+    s.call("session/trim", json!({"session_id": "run", "max_turns": 1}));
+    check(s, "trimmed");
+    let first = s.call("session/history", json!({"session_id": "run"}))["messages"][0]["id"].clone();
+    s.call("session/rewind", json!({"session_id": "run", "to_message_id": first}));
+    check(s, "rewound");
+}
+
 crate::every_store!(
     usage_is_summed_over_iterations,
     export_starts_at_the_latest_compaction_point,
@@ -338,4 +486,7 @@ crate::every_store!(
     editing_clears_on_the_way_out_only,
     fit_leaves_out_in_order_and_never_the_last_turns,
     cache_breakpoints_and_keys,
+    a_running_count_is_the_count_of_the_whole,
 );
+
+crate::both_framings!(compaction_in_parts_never_sends_more_than_the_budget);

@@ -136,6 +136,8 @@ pub struct CompactParams {
     timeout_ms: Option<u64>,
     #[serde(default)]
     expected_revision: Option<u64>,
+    #[serde(default)]
+    max_input_tokens: Option<u64>,
 }
 
 #[derive(Serialize, Clone)]
@@ -154,6 +156,8 @@ pub async fn compact(ctx: Arc<Ctx>, p: CompactParams, call: Arc<Call>) -> Result
         archive: p.archive,
         timeout_ms: p.timeout_ms,
         expected_revision: p.expected_revision,
+        max_input_tokens: p.max_input_tokens,
+        format: ctx.runtime_format(),
     };
     let done = ctx.ops.compact(p.session_id.as_str(), asked, &call).await?;
     Ok(Compacted {

@@ -3,11 +3,15 @@
 //! stored history never changes.
 
 use std::collections::HashSet;
+use std::hash::BuildHasher;
+
+use foldhash::fast::FixedState;
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::session::export::{Format, calls, text_of};
+use super::Body;
+use crate::session::export::{Format, calls};
 use crate::session::native;
 use crate::session::{Message, Role};
 
@@ -36,43 +40,42 @@ fn one() -> u64 {
 }
 
 impl ClearToolResults {
-    /// Clears what it should of `messages`; how many results it cleared.
-    pub fn apply(&self, messages: &mut [Message]) -> usize {
+    /// Clears what it should of `body`'s results; how many it cleared.
+    pub(crate) fn apply(&self, body: &mut Body) -> usize {
         let excluded: HashSet<&str> = self.exclude_tools.iter().map(String::as_str).collect();
-        let ids: Vec<String> = messages
+        let ids: Vec<String> = body
+            .messages
             .iter()
             .filter(|m| m.role == Role::Assistant)
-            .flat_map(calls)
+            .flat_map(|m| calls(m))
             .filter(|c| !excluded.contains(c.name.as_str()))
             .map(|c| c.id)
             .collect();
         let keep = usize::try_from(self.keep).unwrap_or(usize::MAX).min(ids.len());
         let cleared: HashSet<&str> = ids[..ids.len() - keep].iter().map(String::as_str).collect();
         let placeholder = self.placeholder.as_deref().unwrap_or(PLACEHOLDER);
-        let mut n = 0;
-        for m in messages.iter_mut().filter(|m| m.role == Role::Tool) {
-            if m.tool_call_id.as_deref().is_some_and(|id| cleared.contains(id)) && clear_result(m, placeholder) {
-                n += 1;
-            }
-        }
-        n
+        let results: Vec<usize> = (0..body.messages.len())
+            .filter(|&i| {
+                let m = &body.messages[i];
+                m.role == Role::Tool && m.tool_call_id.as_deref().is_some_and(|id| cleared.contains(id))
+            })
+            .collect();
+        results.into_iter().filter(|&i| clear_result(body, i, placeholder)).count()
     }
 }
 
-/// Sends a tool result as `placeholder`, without images; `false` when it already was.
-pub(crate) fn clear_result(m: &mut Message, placeholder: &str) -> bool {
+/// Sends result `i` of `body` as `placeholder`, without images; `false` when it already
+/// was.
+pub(crate) fn clear_result(body: &mut Body, i: usize, placeholder: &str) -> bool {
+    let m = &body.messages[i];
     if m.content.as_str() == Some(placeholder) && m.images.is_none() {
         return false;
     }
+    let mark = FixedState::default().hash_one(("cleared", placeholder));
+    let m = body.edit(i, mark);
     m.content = Value::String(placeholder.to_owned());
     m.images = None;
     true
-}
-
-/// The tokens clearing a tool result to `placeholder` saves (none when its text is no
-/// longer than the placeholder's).
-pub(crate) fn result_saving(m: &Message, placeholder: usize) -> usize {
-    crate::session::tokens::count_text(&text_of(&m.content)).saturating_sub(placeholder)
 }
 
 /// `clear_thinking`: the reasoning of all but the last `keep` assistant messages that
@@ -85,36 +88,38 @@ pub struct ClearThinking {
 }
 
 impl ClearThinking {
-    /// Leaves out what it should of the reasoning a body of `format` would carry; how
-    /// many messages lost theirs.
-    pub fn apply(&self, messages: &mut [Message], format: Format) -> usize {
-        let current = current_turn(messages);
-        let carrying = with_reasoning(messages, format);
+    /// Leaves out what it should of the reasoning `body` would carry; how many messages
+    /// lost theirs.
+    pub(crate) fn apply(&self, body: &mut Body) -> usize {
+        let current = current_turn(&body.messages);
+        let carrying = with_reasoning(&body.messages, body.format);
         let keep = usize::try_from(self.keep).unwrap_or(usize::MAX).min(carrying.len());
-        let mut n = 0;
-        for &i in carrying[..carrying.len() - keep].iter().filter(|&&i| i < current) {
-            if let Some(native) = messages[i].native.as_deref_mut()
-                && native::strip_reasoning(native)
-            {
-                n += 1;
-            }
-        }
-        n
+        let older = carrying[..carrying.len() - keep].iter().copied().filter(|&i| i < current);
+        older.collect::<Vec<_>>().into_iter().filter(|&i| strip_reasoning(body, i)).count()
     }
+}
+
+/// Leaves out the reasoning of message `i` of `body`; `false` when it had none.
+pub(crate) fn strip_reasoning(body: &mut Body, i: usize) -> bool {
+    if !body.messages[i].native.as_deref().is_some_and(native::has_reasoning) {
+        return false;
+    }
+    let m = body.edit(i, 1);
+    m.native.as_deref_mut().is_some_and(native::strip_reasoning)
 }
 
 /// Where the current turn starts: right after the last user message (0 when there is
 /// none: all of it is the current turn).
-pub(crate) fn current_turn(messages: &[Message]) -> usize {
-    messages.iter().rposition(|m| m.role == Role::User).map_or(0, |i| i + 1)
+pub(crate) fn current_turn(messages: &[impl AsRef<Message>]) -> usize {
+    messages.iter().rposition(|m| m.as_ref().role == Role::User).map_or(0, |i| i + 1)
 }
 
 /// The indexes of the assistant messages whose reasoning a body of `format` carries
 /// (their native body is of that format and holds some), in order.
-pub(crate) fn with_reasoning(messages: &[Message], format: Format) -> Vec<usize> {
+pub(crate) fn with_reasoning(messages: &[impl AsRef<Message>], format: Format) -> Vec<usize> {
     let sent = |n: &native::Native| n.format == format && native::has_reasoning(n);
     let carries = |m: &Message| m.role == Role::Assistant && m.native.as_deref().is_some_and(sent);
-    messages.iter().enumerate().filter(|(_, m)| carries(m)).map(|(i, _)| i).collect()
+    messages.iter().enumerate().filter(|(_, m)| carries(m.as_ref())).map(|(i, _)| i).collect()
 }
 
 #[cfg(test)]
@@ -122,7 +127,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::session::export::Format;
     use crate::session::native::Native;
 
     fn user(text: &str) -> Message {
@@ -145,6 +149,19 @@ mod tests {
         m.native = Some(Box::new(Native { format: Format::AnthropicMessages, model: None, body }));
         m
     }
+    /// Runs `f` on a body of `history` (Anthropic's), and puts what it left back.
+    fn run<R>(history: &mut Vec<Message>, f: impl FnOnce(&mut Body) -> R) -> R {
+        let (options, pieces) = (crate::session::export::Options::default(), super::super::Pieces::default());
+        let messages: Vec<std::sync::Arc<Message>> = history.drain(..).map(std::sync::Arc::new).collect();
+        let n = messages.len();
+        let (origin, marks) = ((0..n).collect(), vec![0; n]);
+        let format = Format::AnthropicMessages;
+        let mut body = Body { format, system: None, options: &options, messages, origin, marks, pieces: &pieces };
+        let done = f(&mut body);
+        *history = body.messages.into_iter().map(std::sync::Arc::unwrap_or_clone).collect();
+        done
+    }
+
     fn contents(messages: &[Message]) -> Vec<Value> {
         messages.iter().filter(|m| m.role == Role::Tool).map(|m| m.content.clone()).collect()
     }
@@ -163,18 +180,18 @@ mod tests {
             result("d", "D"),
         ];
         let clear = ClearToolResults { keep: 1, exclude_tools: vec!["memory".into()], placeholder: None };
-        assert_eq!(clear.apply(&mut history), 2);
+        assert_eq!(run(&mut history, |b| clear.apply(b)), 2);
         assert_eq!(contents(&history), [json!(PLACEHOLDER), json!("B"), json!(PLACEHOLDER), json!("D")]);
         assert!(history[2].images.is_none(), "a cleared result loses its images");
         assert!(history[8].images.is_some(), "a kept one keeps them");
-        assert_eq!(clear.apply(&mut history), 0, "clearing twice clears nothing more");
+        assert_eq!(run(&mut history, |b| clear.apply(b)), 0, "clearing twice clears nothing more");
     }
 
     #[test]
     fn keep_larger_than_the_calls_clears_nothing() {
         let mut history = vec![user("go"), call("a", "read"), result("a", "A")];
         let clear = ClearToolResults { keep: 3, exclude_tools: vec![], placeholder: Some("gone".into()) };
-        assert_eq!(clear.apply(&mut history), 0);
+        assert_eq!(run(&mut history, |b| clear.apply(b)), 0);
         assert_eq!(contents(&history), [json!("A")]);
     }
 
@@ -182,7 +199,7 @@ mod tests {
     fn reasoning_of_the_current_turn_is_never_left_out() {
         let mut history = vec![user("a"), thinking("1"), user("b"), thinking("2"), call("x", "f"), result("x", "r")];
         // keep 0 would clear both, but the second is in the current turn.
-        assert_eq!(ClearThinking { keep: 0 }.apply(&mut history, Format::AnthropicMessages), 1);
+        assert_eq!(run(&mut history, |b| ClearThinking { keep: 0 }.apply(b)), 1);
         assert!(!native::has_reasoning(history[1].native.as_deref().unwrap()));
         assert!(native::has_reasoning(history[3].native.as_deref().unwrap()));
         assert_eq!(history[1].native.as_ref().unwrap().body, json!([{"type": "text", "text": "1"}]));
@@ -191,7 +208,7 @@ mod tests {
     #[test]
     fn the_last_keep_turns_with_reasoning_keep_it() {
         let mut history = vec![user("a"), thinking("1"), user("b"), thinking("2"), user("c"), thinking("3"), user("d")];
-        assert_eq!(ClearThinking { keep: 2 }.apply(&mut history, Format::AnthropicMessages), 1);
+        assert_eq!(run(&mut history, |b| ClearThinking { keep: 2 }.apply(b)), 1);
         let kept: Vec<bool> = with_reasoning(&history, Format::AnthropicMessages).iter().map(|&i| i > 1).collect();
         assert_eq!(kept, [true, true]);
     }

@@ -5,19 +5,21 @@
 //! loses its result); never the system prompt, a compaction summary or point, nor the
 //! last `keep_turns` turns. It stops as soon as the body fits.
 //!
-//! Each step's saving is estimated (a result's text less the placeholder's, a body's
-//! reasoning, a turn's share of the last body counted), steps are taken until the
-//! estimate fits, and the body is counted again: the estimate only decides how far to
-//! go before the next count, and the exact count decides when to stop. The same input
-//! gives the same body.
+//! Each step's saving is estimated from the messages' kept pieces (a result or a body
+//! before and after its clearing, a turn's items and its own overhead), steps are taken
+//! until the estimate fits, and the body is counted again: the estimate only decides how
+//! far to go before the next count, and the exact count decides when to stop. The same
+//! input gives the same body.
 
 use serde::Deserialize;
 
-use super::edit::{PLACEHOLDER, clear_result, result_saving, with_reasoning};
+use std::sync::Arc;
+
+use super::edit::{PLACEHOLDER, clear_result, strip_reasoning, with_reasoning};
 use super::{Body, Fitted, is_summary};
 use crate::error::{Error, Result};
-use crate::session::export::{self, Format};
-use crate::session::{Message, Role, native, tokens, turns_cut};
+use crate::session::export::text_of;
+use crate::session::{Message, Role, tokens, turns_cut};
 
 /// `fit`: the body's budget, and how many of the last turns are never touched.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -57,15 +59,14 @@ impl Fit {
         }
         let messages = &body.messages;
         let kept = turns_cut(messages.len(), messages.iter().rev().map(|m| m.role), self.keep_turns);
-        let placeholder = tokens::count_text(PLACEHOLDER);
-        let results =
-            (0..kept).filter(|&i| messages[i].role == Role::Tool && result_saving(&messages[i], placeholder) > 0);
+        let results = (0..kept).filter(|&i| messages[i].role == Role::Tool && worth_clearing(&messages[i]));
         let thinking = with_reasoning(messages, body.format).into_iter().filter(|&i| i < kept);
         let mut steps: Vec<Step> = results.map(Step::Result).chain(thinking.map(Step::Thinking)).collect();
         steps.extend(turns(&messages[..kept]).into_iter().map(|(a, b)| Step::Turn(a, b)));
 
         let mut left_out = vec![false; body.messages.len()];
-        let mut shares: Option<Vec<usize>> = None;
+        let mut pieces = body.pieces.each(body);
+        let mut pieces_cleared = false;
         let (mut taken, mut exact) = (0, tokens_before);
         while exact > max {
             if taken == steps.len() {
@@ -75,74 +76,56 @@ impl Fit {
             while taken < steps.len() && estimate > max {
                 let saving = match steps[taken] {
                     Step::Result(i) => {
-                        let saving = result_saving(&body.messages[i], placeholder);
-                        clear_result(&mut body.messages[i], PLACEHOLDER);
+                        clear_result(body, i, PLACEHOLDER);
                         fitted.cleared_tool_results += 1;
-                        saving
+                        pieces[i].tokens.saturating_sub(body.pieces.one(body, i).tokens)
                     }
                     Step::Thinking(i) => {
+                        strip_reasoning(body, i);
                         fitted.cleared_thinking_turns += 1;
-                        body.messages[i].native.as_deref_mut().map_or(0, |native| {
-                            let before = tokens::count_value(&native.body);
-                            native::strip_reasoning(native);
-                            before.saturating_sub(tokens::count_value(&native.body))
-                        })
+                        pieces[i].tokens.saturating_sub(body.pieces.one(body, i).tokens)
                     }
                     Step::Turn(a, b) => {
-                        // Each message's share of the body as it was before any turn
-                        // was left out, its results and reasoning cleared.
-                        let shares = shares.get_or_insert_with(|| shares_of(body));
+                        // The pieces as the clearing left them (kept: counted once).
+                        if !pieces_cleared {
+                            pieces = body.pieces.each(body);
+                            pieces_cleared = true;
+                        }
                         left_out[a..b].iter_mut().for_each(|l| *l = true);
                         fitted.turns_left_out += 1;
-                        shares[a..b].iter().sum()
+                        pieces[a..b].iter().map(|p| p.tokens).sum::<usize>() + TURN
                     }
                 };
                 estimate = estimate.saturating_sub(saving);
                 taken += 1;
             }
-            exact = without(body, &left_out).tokens();
+            exact = body.without(&left_out).tokens();
         }
-        *body = without(body, &left_out);
+        *body = body.without(&left_out);
         fitted.tokens = exact;
         Ok(fitted)
     }
 }
 
+/// What a turn itself costs beside its messages' items (its role and overhead), at the
+/// least: the estimate of leaving one out.
+const TURN: usize = tokens::PER_MESSAGE + 1;
+
+/// Whether clearing a result can save anything: its text is longer than the placeholder,
+/// or it has images.
+fn worth_clearing(m: &Message) -> bool {
+    m.images.as_ref().is_some_and(|i| !i.is_empty()) || text_of(&m.content).len() > PLACEHOLDER.len()
+}
+
 /// The whole turns of `messages` that may be left out, oldest first: each user message
 /// and what follows it up to the next (what comes before the first user message too),
 /// but not a turn holding a compaction summary or point.
-fn turns(messages: &[Message]) -> Vec<(usize, usize)> {
+fn turns(messages: &[Arc<Message>]) -> Vec<(usize, usize)> {
     let mut starts: Vec<usize> =
         messages.iter().enumerate().filter(|(_, m)| m.role == Role::User).map(|(i, _)| i).collect();
     if starts.first() != Some(&0) && !messages.is_empty() {
         starts.insert(0, 0);
     }
     let ends = starts.iter().skip(1).copied().chain([messages.len()]);
-    starts.iter().copied().zip(ends).filter(|&(a, b)| !messages[a..b].iter().any(is_summary)).collect()
-}
-
-/// Each message's tokens in the body: every provider message's tokens go to the message
-/// it starts with (`Export::sources`); Chat's system message is no message's.
-fn shares_of(body: &Body) -> Vec<usize> {
-    let done = export::export_with(body.format, body.system, &body.messages, body.options);
-    let mut shares = vec![0; body.messages.len()];
-    let skip = usize::from(body.format == Format::OpenaiChat && body.system.is_some());
-    for (item, &source) in tokens::items(&done.payload).iter().zip(&done.sources).skip(skip) {
-        if let Some(share) = shares.get_mut(source) {
-            *share += tokens::count_value(item) + tokens::PER_MESSAGE;
-        }
-    }
-    shares
-}
-
-/// `body` without the messages marked left out.
-fn without<'a>(body: &Body<'a>, left_out: &[bool]) -> Body<'a> {
-    let kept = |i: &usize| !left_out[*i];
-    Body {
-        format: body.format,
-        system: body.system,
-        options: body.options,
-        messages: (0..body.messages.len()).filter(kept).map(|i| body.messages[i].clone()).collect(),
-        origin: (0..body.messages.len()).filter(kept).map(|i| body.origin[i]).collect(),
-    }
+    starts.iter().copied().zip(ends).filter(|&(a, b)| !messages[a..b].iter().any(|m| is_summary(m))).collect()
 }

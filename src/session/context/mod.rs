@@ -9,12 +9,17 @@
 mod cache;
 mod edit;
 mod fit;
+pub mod parts;
+mod pieces;
+
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 pub use cache::Cache;
 pub use edit::{ClearThinking, ClearToolResults};
 pub use fit::Fit;
+pub use pieces::Pieces;
 
 use crate::error::Result;
 use crate::session::Message;
@@ -42,6 +47,18 @@ pub struct Context {
     pub cache: Option<Cache>,
 }
 
+impl Context {
+    /// Whether the body is sent as stored (from the latest compaction point): no option
+    /// edits, fits or marks it.
+    pub fn edits_nothing(&self) -> bool {
+        self.compaction == CompactionMode::Use
+            && self.clear_tool_results.is_none()
+            && self.clear_thinking.is_none()
+            && self.fit.is_none()
+            && self.cache.is_none()
+    }
+}
+
 /// What was left out before the latest compaction point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Skipped {
@@ -67,25 +84,28 @@ pub struct Fitted {
     pub turns_left_out: usize,
 }
 
-/// The body to send, its tokens, and what was done to it (each `None` when its option
-/// was not given and nothing was left out).
+/// The body to send (`None` when only its tokens were asked for), its tokens, and what
+/// was done to it (each `None` when its option was not given and nothing was left out).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prepared {
-    pub export: Export,
+    pub export: Option<Export>,
     pub tokens: usize,
     pub context: Option<Skipped>,
     pub edits: Option<Edits>,
     pub fit: Option<Fitted>,
 }
 
-/// A history on its way to becoming a body: the messages left, and the history index
-/// each came from (what warnings and violations name).
+/// A history on its way to becoming a body: the messages left (shared with the store's
+/// until one is edited), the history index each came from (what warnings and violations
+/// name), and what was done to each on the way out (0: nothing; part of its piece's key).
 pub(crate) struct Body<'a> {
     pub format: Format,
     pub system: Option<&'a str>,
     pub options: &'a Options,
-    pub messages: Vec<Message>,
+    pub messages: Vec<Arc<Message>>,
     pub origin: Vec<usize>,
+    pub marks: Vec<u64>,
+    pub pieces: &'a Pieces,
 }
 
 impl Body<'_> {
@@ -98,29 +118,52 @@ impl Body<'_> {
         done
     }
 
+    /// The tokens of `export`'s body, from the messages' kept pieces.
     pub fn tokens(&self) -> usize {
-        tokens::count_payload(&self.export().payload)
+        self.pieces.count(self)
+    }
+
+    /// Message `i`, to change on the way out; `mark` says what is done to it.
+    fn edit(&mut self, i: usize, mark: u64) -> &mut Message {
+        self.marks[i] = self.marks[i].rotate_left(7) ^ mark;
+        Arc::make_mut(&mut self.messages[i])
     }
 
     /// Leaves out the messages before `start`.
     fn start_at(&mut self, start: usize) {
         self.messages.drain(..start);
         self.origin.drain(..start);
+        self.marks.drain(..start);
+    }
+
+    /// The body without the messages `left_out` marks.
+    fn without(&self, left_out: &[bool]) -> Self {
+        let kept = |i: &usize| !left_out[*i];
+        Body {
+            messages: (0..self.messages.len()).filter(kept).map(|i| Arc::clone(&self.messages[i])).collect(),
+            origin: (0..self.messages.len()).filter(kept).map(|i| self.origin[i]).collect(),
+            marks: (0..self.messages.len()).filter(kept).map(|i| self.marks[i]).collect(),
+            ..*self
+        }
     }
 }
 
 /// The body of `format` for `messages` (the history, repaired as asked) with the options
-/// of section 17 applied in their order; `session_id` keys OpenAI's prompt cache.
+/// of section 17 applied in their order, built when `build` (else only counted);
+/// `session_id` keys OpenAI's prompt cache; `pieces` keeps each message's tokens.
+#[allow(clippy::too_many_arguments)]
 pub fn prepare(
     format: Format,
     system: Option<&str>,
-    messages: Vec<Message>,
+    messages: Vec<Arc<Message>>,
     options: &Options,
     context: &Context,
     session_id: &str,
+    pieces: &Pieces,
+    build: bool,
 ) -> Result<Prepared> {
-    let origin = (0..messages.len()).collect();
-    let mut body = Body { format, system, options, messages, origin };
+    let (origin, marks) = ((0..messages.len()).collect(), vec![0; messages.len()]);
+    let mut body = Body { format, system, options, messages, origin, marks, pieces };
     let mut skipped = None;
     if context.compaction == CompactionMode::Use
         && let Some(start) = latest_compaction(&body.messages, format, options).filter(|&i| i > 0)
@@ -133,20 +176,25 @@ pub fn prepare(
         let before = body.tokens();
         let mut done = Edits::default();
         if let Some(clear) = &context.clear_thinking {
-            done.cleared_thinking_turns = clear.apply(&mut body.messages, format);
+            done.cleared_thinking_turns = clear.apply(&mut body);
         }
         if let Some(clear) = &context.clear_tool_results {
-            done.cleared_tool_results = clear.apply(&mut body.messages);
+            done.cleared_tool_results = clear.apply(&mut body);
         }
         done.cleared_tokens = before.saturating_sub(body.tokens());
         edits = Some(done);
     }
     let fitted = context.fit.as_ref().map(|fit| fit.apply(&mut body)).transpose()?;
-    let mut export = body.export();
-    if let Some(cache) = &context.cache {
-        cache.place(format, &mut export, session_id);
-    }
-    let tokens = tokens::count_payload(&export.payload);
+    let (export, tokens) = match &context.cache {
+        // Breakpoints and keys are counted too: the body is built to count them.
+        Some(cache) => {
+            let mut export = body.export();
+            cache.place(format, &mut export, session_id);
+            let tokens = tokens::count_payload(&export.payload);
+            (build.then_some(export), tokens)
+        }
+        None => (build.then(|| body.export()), fitted.map_or_else(|| body.tokens(), |f| f.tokens)),
+    };
     Ok(Prepared { export, tokens, context: skipped, edits, fit: fitted })
 }
 
@@ -172,7 +220,7 @@ pub fn validate(
 /// The index of the latest message that export to `format` replays as a compaction
 /// point: its native body is of that format (and model, when one is asked for) and
 /// holds a compaction.
-fn latest_compaction(messages: &[Message], format: Format, options: &Options) -> Option<usize> {
+fn latest_compaction(messages: &[Arc<Message>], format: Format, options: &Options) -> Option<usize> {
     messages.iter().rposition(|m| {
         m.native.as_deref().is_some_and(|n| {
             n.format == format

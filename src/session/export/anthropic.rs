@@ -18,13 +18,11 @@ const FORMAT: TurnFormat = TurnFormat {
     is_result: |b| b["type"] == "tool_result",
 };
 
-pub(super) fn export(system: Option<&str>, messages: &[Message], options: &Options) -> Export {
+pub(super) const TURNS: &TurnFormat = &FORMAT;
+
+pub(super) fn export(system: Option<&str>, messages: &[impl AsRef<Message>], options: &Options) -> Export {
     let mut warnings = Vec::new();
-    let items = |i: usize, m: &Message, warnings: &mut Vec<Warning>| match replay(FORMAT_NAME, i, m, options, warnings)
-    {
-        Some(body) => Items::Turn(json!({"role": "assistant", "content": native_blocks(i, body, options, warnings)})),
-        None => Items::Built(blocks(i, m, warnings)),
-    };
+    let items = |i: usize, m: &Message, warnings: &mut Vec<Warning>| items(i, m, options, warnings);
     let (out, sources, system) = turns(&FORMAT, system, messages, options.fix, &mut warnings, items);
     let mut payload = json!({"messages": out});
     if let Some(system) = system {
@@ -34,6 +32,14 @@ pub(super) fn export(system: Option<&str>, messages: &[Message], options: &Optio
 }
 
 const FORMAT_NAME: Format = Format::AnthropicMessages;
+
+/// A message's part of a turn: its native turn replayed, or blocks built.
+pub(super) fn items(i: usize, m: &Message, options: &Options, warnings: &mut Vec<Warning>) -> Items {
+    match replay(FORMAT_NAME, i, m, options, warnings) {
+        Some(body) => Items::Turn(json!({"role": "assistant", "content": native_blocks(i, body, options, warnings)})),
+        None => Items::Built(blocks(i, m, warnings)),
+    }
+}
 
 fn is_thinking(block: &Value) -> bool {
     matches!(block["type"].as_str(), Some("thinking" | "redacted_thinking"))

@@ -22,15 +22,14 @@ const FORMAT: TurnFormat = TurnFormat {
 /// that came from another provider, or from the common form.
 pub const SKIP_SIGNATURE: &str = "skip_thought_signature_validator";
 
-pub(super) fn export(system: Option<&str>, messages: &[Message], options: &Options) -> Export {
+pub(super) const TURNS: &TurnFormat = &FORMAT;
+
+pub(super) fn export(system: Option<&str>, messages: &[impl AsRef<Message>], options: &Options) -> Export {
     let names = call_names(messages);
     let mut warnings = Vec::new();
     // The current turn: everything after the last user message (results start none).
-    let turn_start = messages.iter().rposition(|m| m.role == Role::User).map_or(0, |u| u + 1);
-    let items = |i: usize, m: &Message, w: &mut Vec<Warning>| match replay(Format::GeminiContents, i, m, options, w) {
-        Some(body) => Items::Turn(body.clone()),
-        None => Items::Built(parts(i, m, &names, i >= turn_start, w)),
-    };
+    let turn_start = messages.iter().rposition(|m| m.as_ref().role == Role::User).map_or(0, |u| u + 1);
+    let items = |i: usize, m: &Message, w: &mut Vec<Warning>| items(i, m, options, &names, i >= turn_start, w);
     let (out, sources, system) = turns(&FORMAT, system, messages, options.fix, &mut warnings, items);
     let mut payload = json!({"contents": out});
     if let Some(system) = system {
@@ -39,11 +38,26 @@ pub(super) fn export(system: Option<&str>, messages: &[Message], options: &Optio
     Export { payload, warnings, sources }
 }
 
+/// A message's part of a turn: its native turn replayed, or parts built.
+pub(super) fn items(
+    i: usize,
+    m: &Message,
+    options: &Options,
+    names: &Map<String, Value>,
+    current_turn: bool,
+    warnings: &mut Vec<Warning>,
+) -> Items {
+    match replay(Format::GeminiContents, i, m, options, warnings) {
+        Some(body) => Items::Turn(body.clone()),
+        None => Items::Built(parts(i, m, names, current_turn, warnings)),
+    }
+}
+
 /// Each call id, with the name it was made with and whether Gemini gave that id itself
 /// (then its response echoes it).
-fn call_names(messages: &[Message]) -> Map<String, Value> {
+pub(super) fn call_names(messages: &[impl AsRef<Message>]) -> Map<String, Value> {
     let mut names = Map::new();
-    for m in messages {
+    for m in messages.iter().map(AsRef::as_ref) {
         let own_ids: Vec<&str> = match &m.native {
             Some(native) if native.format == Format::GeminiContents => native.body["parts"]
                 .as_array()

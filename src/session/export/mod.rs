@@ -11,9 +11,12 @@
 //! converted into text and never forged.
 
 mod anthropic;
+mod count;
 mod gemini;
 mod openai;
 mod responses;
+
+pub use count::{Around, Piece, Tally, count_with, piece};
 
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
@@ -104,12 +107,17 @@ pub struct Export {
 }
 
 /// `export_with` and no option but `fix`.
-pub fn export(format: Format, system: Option<&str>, messages: &[Message], fix: bool) -> Export {
+pub fn export(format: Format, system: Option<&str>, messages: &[impl AsRef<Message>], fix: bool) -> Export {
     export_with(format, system, messages, &Options::fixing(fix))
 }
 
 /// The request body parts of `format` for a history (see `Options`).
-pub fn export_with(format: Format, system: Option<&str>, messages: &[Message], options: &Options) -> Export {
+pub fn export_with(
+    format: Format,
+    system: Option<&str>,
+    messages: &[impl AsRef<Message>],
+    options: &Options,
+) -> Export {
     match format {
         Format::OpenaiChat => openai::export(system, messages, options),
         Format::OpenaiResponses => responses::export(system, messages, options),
@@ -165,16 +173,86 @@ pub(crate) enum Items {
     Turn(Value),
 }
 
-/// Turns from messages: tool results ride in user turns, a group's results and a user
-/// message right after them in one turn (results first), as the provider takes them;
-/// with `fix`, history system messages join the system prompt, empty messages are left
-/// out, a placeholder user turn goes before a leading assistant turn, and any other
-/// consecutive turns of one role merge. Without `fix`, every other message is a turn of
-/// its own, as it is. Returns the turns, their sources, and the system prompt.
-pub(crate) fn turns(
+/// Where a message goes in a body of turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// A history system message, moved into the system prompt (with `fix`).
+    Moved,
+    /// An empty message, left out (with `fix`).
+    LeftOut,
+    /// A turn of its own, after a placeholder user turn when `placeholder`.
+    Turn { placeholder: bool },
+    /// Into the turn before it; `warn` when that merges two turns of one role (not a
+    /// result joining a group's results).
+    Joined { warn: bool },
+}
+
+/// The turn roles, as `Layout` tracks them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TurnRole {
+    System,
+    User,
+    Assistant,
+}
+
+/// The one algorithm that places messages in turns, for `turns` (which builds them) and
+/// `count_with` (which counts them): tool results ride in user turns, a group's results
+/// and a user message right after them in one turn (results first), as the provider
+/// takes them; with `fix`, history system messages join the system prompt, empty
+/// messages are left out, a placeholder user turn goes before a leading assistant turn,
+/// and any other consecutive turns of one role merge. Without `fix`, every other message
+/// is a turn of its own, as it is.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Layout {
+    /// The last turn's role, and whether it holds only (and some) tool results.
+    last: Option<(TurnRole, bool)>,
+    previous: Option<Role>,
+}
+
+impl Layout {
+    /// Where the next message goes, given its role and its items: whether it has none,
+    /// and whether all of them are tool results.
+    pub fn place(&mut self, role: Role, fix: bool, empty: bool, results: bool) -> Place {
+        let previous = self.previous.replace(role);
+        let turn_role = match role {
+            Role::System if fix => return Place::Moved,
+            Role::System => TurnRole::System,
+            Role::User | Role::Tool => TurnRole::User,
+            Role::Assistant => TurnRole::Assistant,
+        };
+        let results_only = self.last.is_some_and(|(role, results)| role == TurnRole::User && results);
+        // After a group's results: the next result, or the user message that follows.
+        let joins_results = results_only && matches!(role, Role::Tool | Role::User) && previous == Some(Role::Tool);
+        if !fix && !joins_results {
+            self.last = Some((turn_role, !empty && results));
+            return Place::Turn { placeholder: false };
+        }
+        if fix && empty {
+            return Place::LeftOut;
+        }
+        match self.last {
+            Some((last, all_results)) if last == turn_role => {
+                self.last = Some((last, all_results && (empty || results)));
+                Place::Joined { warn: role != Role::Tool && !results_only }
+            }
+            None if turn_role == TurnRole::Assistant => {
+                self.last = Some((turn_role, !empty && results));
+                Place::Turn { placeholder: true }
+            }
+            _ => {
+                self.last = Some((turn_role, !empty && results));
+                Place::Turn { placeholder: false }
+            }
+        }
+    }
+}
+
+/// Turns from messages, placed by `Layout`. Returns the turns, their sources, and the
+/// system prompt.
+pub(crate) fn turns<M: AsRef<Message>>(
     f: &TurnFormat,
     system: Option<&str>,
-    messages: &[Message],
+    messages: &[M],
     fix: bool,
     warnings: &mut Vec<Warning>,
     mut items: impl FnMut(usize, &Message, &mut Vec<Warning>) -> Items,
@@ -182,53 +260,43 @@ pub(crate) fn turns(
     let mut system = system.map(str::to_owned);
     let (mut out, mut sources): (Vec<Value>, Vec<usize>) = (Vec::new(), Vec::new());
     let warn = |warnings: &mut Vec<Warning>, i, message: String| warnings.push(Warning { index: Some(i), message });
-    for (i, m) in messages.iter().enumerate() {
-        let role = match m.role {
-            Role::System if fix => {
-                let joined = [system.take().unwrap_or_default(), text(&m.content)].join("\n\n");
-                system = Some(joined.trim_start().to_owned());
-                warn(warnings, i, format!("a system message was moved into `{}`", f.system_field));
-                continue;
-            }
-            Role::System => "system",
-            Role::User | Role::Tool => "user",
-            Role::Assistant => f.assistant,
-        };
+    let mut layout = Layout::default();
+    for (i, m) in messages.iter().map(AsRef::as_ref).enumerate() {
+        if fix && m.role == Role::System {
+            layout.place(m.role, fix, false, false);
+            let joined = [system.take().unwrap_or_default(), text(&m.content)].join("\n\n");
+            system = Some(joined.trim_start().to_owned());
+            warn(warnings, i, format!("a system message was moved into `{}`", f.system_field));
+            continue;
+        }
         let (new, whole) = match items(i, m, warnings) {
             Items::Built(new) => (new, None),
             Items::Turn(turn) => (turn[f.items].as_array().cloned().unwrap_or_default(), Some(turn)),
         };
-        let results_only = out.last().is_some_and(|last: &Value| {
-            last["role"] == "user"
-                && last[f.items].as_array().is_some_and(|items| !items.is_empty() && items.iter().all(f.is_result))
-        });
-        // After a group's results: the next result, or the user message that follows.
-        let joins_results =
-            results_only && matches!(m.role, Role::Tool | Role::User) && messages[i - 1].role == Role::Tool;
-        if !fix && !joins_results {
-            out.push(whole.unwrap_or_else(|| json!({"role": role, f.items: new})));
-            sources.push(i);
-            continue;
-        }
-        if fix && new.is_empty() {
-            warn(warnings, i, "an empty message was left out".into());
-            continue;
-        }
-        if out.is_empty() && role == f.assistant {
-            out.push(json!({"role": "user", f.items: [(f.placeholder)()]}));
-            sources.push(i);
-            warn(warnings, i, format!("a placeholder user turn was put before the leading {role} turn"));
-        }
-        match out.last_mut() {
-            Some(last) if last["role"] == role => {
-                if m.role != Role::Tool && !results_only {
-                    warn(warnings, i, format!("consecutive {role} turns were merged"));
+        let role = match m.role {
+            Role::System => "system",
+            Role::User | Role::Tool => "user",
+            Role::Assistant => f.assistant,
+        };
+        match layout.place(m.role, fix, new.is_empty(), new.iter().all(f.is_result)) {
+            Place::Moved => {}
+            Place::LeftOut => warn(warnings, i, "an empty message was left out".into()),
+            Place::Turn { placeholder } => {
+                if placeholder {
+                    out.push(json!({"role": "user", f.items: [(f.placeholder)()]}));
+                    sources.push(i);
+                    warn(warnings, i, format!("a placeholder user turn was put before the leading {role} turn"));
                 }
-                last[f.items].as_array_mut().expect("items").extend(new);
-            }
-            _ => {
                 out.push(whole.unwrap_or_else(|| json!({"role": role, f.items: new})));
                 sources.push(i);
+            }
+            Place::Joined { warn: merged } => {
+                if merged {
+                    warn(warnings, i, format!("consecutive {role} turns were merged"));
+                }
+                if let Some(items) = out.last_mut().and_then(|last| last[f.items].as_array_mut()) {
+                    items.extend(new);
+                }
             }
         }
     }

@@ -7,40 +7,50 @@ use serde_json::{Value, json};
 use super::{Export, Format, Options, Warning, calls, images, replay, text, unexpressed_parts};
 use crate::session::message::{Message, Role};
 
-pub(super) fn export(system: Option<&str>, messages: &[Message], options: &Options) -> Export {
+pub(super) fn export(system: Option<&str>, messages: &[impl AsRef<Message>], options: &Options) -> Export {
     let (mut out, mut sources, mut warnings) = (Vec::new(), Vec::new(), Vec::new());
     if let Some(system) = system {
-        out.push(json!({"role": "system", "content": system}));
+        out.push(system_message(system));
         sources.push(0);
     }
-    for (i, m) in messages.iter().enumerate() {
-        if let Some(body) = replay(Format::OpenaiChat, i, m, options, &mut warnings) {
-            out.push(body.clone());
+    for (i, m) in messages.iter().map(AsRef::as_ref).enumerate() {
+        if let Some(message) = item(i, m, options, &mut warnings) {
+            out.push(message);
             sources.push(i);
-            continue;
         }
-        if options.fix && m.role == Role::Assistant && text(&m.content).is_empty() && calls(m).is_empty() {
-            warnings.push(Warning { index: Some(i), message: "an empty message was left out".into() });
-            continue;
-        }
-        let mut message = match m.role {
-            Role::System => json!({"role": "system", "content": text(&m.content)}),
-            Role::User => json!({"role": "user", "content": user_content(i, m, &mut warnings)}),
-            Role::Assistant => assistant(m),
-            Role::Tool => {
-                unexpressed_parts(i, m, &[], &mut warnings);
-                json!({"role": "tool", "tool_call_id": m.tool_call_id, "content": text(&m.content)})
-            }
-        };
-        if let Some(name) = &m.name
-            && m.role != Role::Tool
-        {
-            message["name"] = json!(name);
-        }
-        out.push(message);
-        sources.push(i);
     }
     Export { payload: json!({"messages": out}), warnings, sources }
+}
+
+pub(super) fn system_message(system: &str) -> Value {
+    json!({"role": "system", "content": system})
+}
+
+/// A message's provider message, if it has one: each message makes one of its own, or
+/// none (an empty answer, with `fix`).
+pub(super) fn item(i: usize, m: &Message, options: &Options, warnings: &mut Vec<Warning>) -> Option<Value> {
+    if let Some(body) = replay(Format::OpenaiChat, i, m, options, warnings) {
+        return Some(body.clone());
+    }
+    if options.fix && m.role == Role::Assistant && text(&m.content).is_empty() && calls(m).is_empty() {
+        warnings.push(Warning { index: Some(i), message: "an empty message was left out".into() });
+        return None;
+    }
+    let mut message = match m.role {
+        Role::System => json!({"role": "system", "content": text(&m.content)}),
+        Role::User => json!({"role": "user", "content": user_content(i, m, warnings)}),
+        Role::Assistant => assistant(m),
+        Role::Tool => {
+            unexpressed_parts(i, m, &[], warnings);
+            json!({"role": "tool", "tool_call_id": m.tool_call_id, "content": text(&m.content)})
+        }
+    };
+    if let Some(name) = &m.name
+        && m.role != Role::Tool
+    {
+        message["name"] = json!(name);
+    }
+    Some(message)
 }
 
 /// Parts of OpenAI's own that go through as given.

@@ -9,22 +9,10 @@ use serde_json::{Value, json};
 use super::{Export, Format, Options, Warning, calls, images, replay, text, unexpressed_parts};
 use crate::session::message::{Message, Role};
 
-pub(super) fn export(system: Option<&str>, messages: &[Message], options: &Options) -> Export {
+pub(super) fn export(system: Option<&str>, messages: &[impl AsRef<Message>], options: &Options) -> Export {
     let (mut input, mut sources, mut warnings) = (Vec::new(), Vec::new(), Vec::new());
-    for (i, m) in messages.iter().enumerate() {
-        let items = match m.role {
-            Role::System => vec![message("system", vec![json!({"type": "input_text", "text": text(&m.content)})])],
-            Role::User => vec![message("user", user_content(i, m, &mut warnings))],
-            Role::Assistant => match replay(Format::OpenaiResponses, i, m, options, &mut warnings) {
-                Some(body) => native_items(i, body, options, &mut warnings),
-                None => assistant(i, m, options, &mut warnings),
-            },
-            Role::Tool => {
-                unexpressed_parts(i, m, &[], &mut warnings);
-                let output = text(&m.content);
-                vec![json!({"type": "function_call_output", "call_id": m.tool_call_id, "output": output})]
-            }
-        };
+    for (i, m) in messages.iter().map(AsRef::as_ref).enumerate() {
+        let items = items(i, m, options, &mut warnings);
         sources.extend(std::iter::repeat_n(i, items.len()));
         input.extend(items);
     }
@@ -34,6 +22,23 @@ pub(super) fn export(system: Option<&str>, messages: &[Message], options: &Optio
     }
     payload["input"] = Value::Array(input);
     Export { payload, warnings, sources }
+}
+
+/// A message's input items: each message makes items of its own, never merged.
+pub(super) fn items(i: usize, m: &Message, options: &Options, warnings: &mut Vec<Warning>) -> Vec<Value> {
+    match m.role {
+        Role::System => vec![message("system", vec![json!({"type": "input_text", "text": text(&m.content)})])],
+        Role::User => vec![message("user", user_content(i, m, warnings))],
+        Role::Assistant => match replay(Format::OpenaiResponses, i, m, options, warnings) {
+            Some(body) => native_items(i, body, options, warnings),
+            None => assistant(i, m, options, warnings),
+        },
+        Role::Tool => {
+            unexpressed_parts(i, m, &[], warnings);
+            let output = text(&m.content);
+            vec![json!({"type": "function_call_output", "call_id": m.tool_call_id, "output": output})]
+        }
+    }
 }
 
 fn message(role: &str, content: Vec<Value>) -> Value {

@@ -965,10 +965,13 @@ class AsyncClient:
         archive: bool | None = None,
         timeout_ms: int | None = None,
         expected_revision: int | None = None,
+        max_input_tokens: int | None = None,
     ) -> dict[str, Any]:
         """``session/compact`` → ``{removed, revision, summary_message_id, archived_session_id}``:
         the turns before the last ``keep_turns`` replaced by ``summary``, or by one the
-        runtime writes (``summarize=True``, ``purpose: "summarize"``)."""
+        runtime writes (``summarize=True``, ``purpose: "summarize"``). With
+        ``max_input_tokens``, no request to the runtime is larger: the turns are summarised
+        in parts (``part: {index, count}`` in its params), then merged."""
         return await self.request(
             "session/compact",
             _params(
@@ -979,6 +982,7 @@ class AsyncClient:
                 archive=archive,
                 timeout_ms=timeout_ms,
                 expected_revision=expected_revision,
+                max_input_tokens=max_input_tokens,
             ),
         )
 

@@ -504,6 +504,7 @@ class Client:
         archive: bool | None = None,
         timeout_ms: int | None = None,
         expected_revision: int | None = None,
+        max_input_tokens: int | None = None,
     ) -> dict[str, Any]:
         """``session/compact`` → ``{removed, revision, summary_message_id, archived_session_id}``."""
         return self._fast(
@@ -515,6 +516,7 @@ class Client:
             archive=archive,
             timeout_ms=timeout_ms,
             expected_revision=expected_revision,
+            max_input_tokens=max_input_tokens,
         )
 
     def image(self, ref: str) -> dict[str, Any]:

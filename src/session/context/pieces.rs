@@ -1,0 +1,223 @@
+//! Each message's piece of a body (`export::Piece`: its tokens and shape), kept once
+//! computed, so that counting, fitting and clearing a long session costs additions, not
+//! encoding its text again. A piece is keyed by the message (its id and time stamp: a
+//! stored message never changes), the body's format and options, and what was done to
+//! the message on the way out (its mark: a result cleared, reasoning left out). Messages
+//! without an id (the repaired view's results) are counted each time.
+//!
+//! Bounded: two generations of at most `GENERATION` pieces each; a piece found in the
+//! old one moves to the young one, and when the young one is full the old one is
+//! dropped, so what a long session uses again stays.
+
+use std::hash::BuildHasher;
+
+use foldhash::HashMap;
+use foldhash::fast::FixedState;
+
+use super::Body;
+use crate::lock;
+use crate::session::Message;
+use crate::session::export::{self, Around, Format, Options, Piece, Tally};
+
+/// Pieces in one generation: about 40 MB at the most for both.
+const GENERATION: usize = 1 << 19;
+
+#[derive(Default)]
+pub struct Pieces {
+    kept: std::sync::Mutex<Generations>,
+    /// Sessions counted before, each with the count of its stored messages so far.
+    running: std::sync::Mutex<HashMap<u64, Running>>,
+}
+
+/// Sessions whose running counts are kept: when more are, all are dropped.
+const RUNNING: usize = 4096;
+
+/// A session's stored messages, counted: `tally` holds the body's messages from `start`
+/// (its latest compaction point, or 0) to `counted`, the last of which is `last` (its id
+/// and time stamp). Appends only add to it; anything else changes that last message, and
+/// the session is counted anew.
+#[derive(Debug, Clone)]
+pub struct Running {
+    pub counted: usize,
+    pub start: usize,
+    last: (String, String),
+    tally: Tally,
+}
+
+impl Running {
+    /// Whether `m`, the stored message at `counted - 1`, is the one counted there.
+    pub fn goes_on_from(&self, m: &Message) -> bool {
+        m.id.as_deref() == Some(self.last.0.as_str()) && m.created_at == self.last.1
+    }
+}
+
+#[derive(Default)]
+struct Generations {
+    young: HashMap<u64, Piece>,
+    old: HashMap<u64, Piece>,
+}
+
+impl Generations {
+    fn get(&mut self, key: u64) -> Option<Piece> {
+        if let Some(piece) = self.young.get(&key) {
+            return Some(*piece);
+        }
+        let piece = self.old.remove(&key)?;
+        self.put(key, piece);
+        Some(piece)
+    }
+
+    fn put(&mut self, key: u64, piece: Piece) {
+        if self.young.len() >= GENERATION {
+            self.old = std::mem::take(&mut self.young);
+        }
+        self.young.insert(key, piece);
+    }
+}
+
+/// What a body's pieces depend on beside each message: its format and options.
+pub(super) fn fingerprint(format: Format, options: &Options) -> u64 {
+    FixedState::default().hash_one((format.name(), options.fix, &options.model, options.thinking, options.store))
+}
+
+fn key(body_print: u64, m: &Message, mark: u64) -> Option<u64> {
+    let id = m.id.as_deref()?;
+    Some(FixedState::default().hash_one((body_print, id, &m.created_at, mark)))
+}
+
+impl Pieces {
+    /// The tokens of `body`, as `count_payload` of its export would count them.
+    pub(super) fn count(&self, body: &Body) -> usize {
+        let (print, around, mut kept) =
+            (fingerprint(body.format, body.options), Around::new(&body.messages), lock(&self.kept));
+        let piece = |i: usize, m: &Message| kept.piece(print, &around, body, i, m);
+        export::count_with(body.format, body.system, &body.messages, body.options, piece)
+    }
+
+    /// Message `i`'s piece of `body`.
+    pub(super) fn one(&self, body: &Body, i: usize) -> Piece {
+        let (print, around, mut kept) =
+            (fingerprint(body.format, body.options), Around::new(&body.messages), lock(&self.kept));
+        kept.piece(print, &around, body, i, &body.messages[i])
+    }
+
+    /// Each message's piece of `body` (what leaving it out saves, near enough).
+    pub(super) fn each(&self, body: &Body) -> Vec<Piece> {
+        let (print, around, mut kept) =
+            (fingerprint(body.format, body.options), Around::new(&body.messages), lock(&self.kept));
+        body.messages.iter().enumerate().map(|(i, m)| kept.piece(print, &around, body, i, m)).collect()
+    }
+}
+
+impl Generations {
+    /// Message `i`'s piece of `body`, kept or made (and kept).
+    fn piece<M: AsRef<Message>>(
+        &mut self,
+        print: u64,
+        around: &Around<M>,
+        body: &Body,
+        i: usize,
+        m: &Message,
+    ) -> Piece {
+        self.piece_for(print, around, (body.format, body.options), i, m, body.marks[i])
+    }
+
+    /// Message `i`'s piece of a body of `format` and `options`, kept or made (and kept).
+    fn piece_for<M: AsRef<Message>>(
+        &mut self,
+        print: u64,
+        around: &Around<M>,
+        (format, options): (Format, &Options),
+        i: usize,
+        m: &Message,
+        mark: u64,
+    ) -> Piece {
+        let make = || export::piece(format, i, m, options, around);
+        let Some(key) = key(print, m, mark) else { return make() };
+        if let Some(piece) = self.get(key) {
+            return piece;
+        }
+        let piece = make();
+        self.put(key, piece);
+        piece
+    }
+}
+
+/// The key of a session's running count: its id, the body's format and options.
+fn running_key(session_id: &str, format: Format, options: &Options) -> u64 {
+    FixedState::default().hash_one((session_id, fingerprint(format, options)))
+}
+
+impl Pieces {
+    /// A session's running count, if it was counted before with these options.
+    pub fn running(&self, session_id: &str, format: Format, options: &Options) -> Option<Running> {
+        lock(&self.running).get(&running_key(session_id, format, options)).cloned()
+    }
+
+    /// Counts `stored` (the session's stored messages from `from.counted`, or all of
+    /// them) on from `from`, keeps the count for the next time, and adds `repaired` (the
+    /// repaired view's results, never kept): the body's tokens and where it starts.
+    /// `None` when the new messages cannot be added to what was counted (a compaction
+    /// point, or a Gemini result whose call was counted before): count them all.
+    #[allow(clippy::too_many_arguments)]
+    pub fn go_on(
+        &self,
+        session_id: &str,
+        format: Format,
+        system: Option<&str>,
+        options: &Options,
+        from: Option<Running>,
+        stored: &[std::sync::Arc<Message>],
+        repaired: Vec<std::sync::Arc<Message>>,
+    ) -> Option<(usize, usize)> {
+        let print = fingerprint(format, options);
+        let base = from.as_ref().map_or(0, |r| r.counted);
+        let point = |m: &Message| {
+            m.native.as_deref().is_some_and(|n| {
+                n.format == format
+                    && crate::session::native::is_compaction_point(n)
+                    && options
+                        .model
+                        .as_deref()
+                        .is_none_or(|w| crate::session::native::model_matches(n.model.as_deref(), w))
+            })
+        };
+        let fresh_start = stored.iter().rposition(|m| point(m));
+        if from.is_some()
+            && (fresh_start.is_some()
+                || (format == Format::GeminiContents && stored.iter().any(|m| m.role == crate::session::Role::Tool)))
+        {
+            return None;
+        }
+        let (mut tally, start, skip) = match (from, fresh_start) {
+            (Some(running), _) => (running.tally, running.start, 0),
+            (None, Some(point)) => (Tally::default(), point, point),
+            (None, None) => (Tally::default(), 0, 0),
+        };
+        let counted: Vec<std::sync::Arc<Message>> =
+            stored[skip..].iter().cloned().chain(repaired.iter().cloned()).collect();
+        let around = Around::new(&counted);
+        let mut kept = lock(&self.kept);
+        let new = stored.len() - skip;
+        for (i, m) in counted[..new].iter().enumerate() {
+            tally.add(format, options.fix, m, || kept.piece_for(print, &around, (format, options), i, m, 0));
+        }
+        if let Some(last) = stored.last() {
+            let running = Running {
+                counted: base + stored.len(),
+                start,
+                last: (last.id.clone().unwrap_or_default(), last.created_at.clone()),
+                tally: tally.clone(),
+            };
+            let mut all = lock(&self.running);
+            if all.len() >= RUNNING {
+                all.clear();
+            }
+            all.insert(running_key(session_id, format, options), running);
+        }
+        for (i, m) in counted.iter().enumerate().skip(new) {
+            tally.add(format, options.fix, m, || kept.piece_for(print, &around, (format, options), i, m, 0));
+        }
+        Some((tally.total(format, system), start))
+    }
+}
