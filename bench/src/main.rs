@@ -442,6 +442,15 @@ fn measure_provider(c: &mut Client, sizes: &Sizes, report: &mut Report) {
     report.add("count_tokens_10k_first_ms", ms(timed(c, "session/count_tokens", &count)), "ms");
     let times = (0..5).map(|_| timed(c, "session/count_tokens", &count)).collect();
     report.add("count_tokens_10k_ms", ms(median(times)), "ms");
+    // An agent's loop: one message appended, then counted.
+    let times = (0..5)
+        .map(|n| {
+            let text = json!({"session_id": "provider", "text": format!("And line {n}?")}).to_string();
+            c.call("session/add_user", &text);
+            timed(c, "session/count_tokens", &count)
+        })
+        .collect();
+    report.add("count_tokens_10k_after_append_ms", ms(median(times)), "ms");
     for format in ["openai_chat", "anthropic_messages", "gemini_contents"] {
         let params = json!({"session_id": "provider", "format": format}).to_string();
         let times = (0..5).map(|_| timed(c, "session/export", &params)).collect();
@@ -477,6 +486,15 @@ fn measure_context(c: &mut Client, sizes: &Sizes, report: &mut Report) {
     let started = std::time::Instant::now();
     c.call("session/count_tokens", &count);
     report.add("count_tokens_fit_session_first_ms", ms(started.elapsed()), "ms");
+    let times = (0..5)
+        .map(|n| {
+            c.call("session/add_user", &json!({"session_id": "fit", "text": format!("And line {n}?")}).to_string());
+            let started = std::time::Instant::now();
+            c.call("session/count_tokens", &count);
+            started.elapsed()
+        })
+        .collect();
+    report.add("count_tokens_fit_session_after_append_ms", ms(median(times)), "ms");
     let fit = json!({"session_id": "fit", "format": "anthropic_messages", "fit": {"max_tokens": 100_000}}).to_string();
     let times = (0..5)
         .map(|_| {

@@ -247,7 +247,9 @@ fn fit_leaves_out_in_order_and_never_the_last_turns(s: &mut Server) {
     assert_eq!(fit["cleared_tool_results"], 6, "every result but the last two turns'");
     assert_eq!(fit["cleared_thinking_turns"], 6);
     assert!(fit["turns_left_out"].as_u64().unwrap() >= 1);
-    assert!(fit["tokens"].as_u64().unwrap() <= 1500);
+    let fitted = fit["tokens"].as_u64().unwrap();
+    // A turn here is under 150 tokens once cleared: one more would not have fitted.
+    assert!((1350..=1500).contains(&fitted), "stops as soon as it fits: {fit}");
     let counted = s.call("session/count_tokens", params.clone());
     assert_eq!(counted["tokens"], fit["tokens"], "count_tokens previews what export sends");
     assert_eq!(s.call("session/export", params)["payload"], exported["payload"], "the same input, the same body");

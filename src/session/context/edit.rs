@@ -156,7 +156,9 @@ mod tests {
         let n = messages.len();
         let (origin, marks) = ((0..n).collect(), vec![0; n]);
         let format = Format::AnthropicMessages;
-        let mut body = Body { format, system: None, options: &options, messages, origin, marks, pieces: &pieces };
+        let names = Default::default();
+        let mut body =
+            Body { format, system: None, options: &options, messages, origin, marks, pieces: &pieces, names };
         let done = f(&mut body);
         *history = body.messages.into_iter().map(std::sync::Arc::unwrap_or_clone).collect();
         done

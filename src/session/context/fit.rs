@@ -6,7 +6,7 @@
 //! last `keep_turns` turns. It stops as soon as the body fits.
 //!
 //! Each step's saving is estimated from the messages' kept pieces (a result or a body
-//! before and after its clearing, a turn's items and its own overhead), steps are taken
+//! before and after its clearing, what a turn's messages add to the body), steps are taken
 //! until the estimate fits, and the body is counted again: the estimate only decides how
 //! far to go before the next count, and the exact count decides when to stop. The same
 //! input gives the same body.
@@ -19,7 +19,7 @@ use super::edit::{PLACEHOLDER, clear_result, strip_reasoning, with_reasoning};
 use super::{Body, Fitted, is_summary};
 use crate::error::{Error, Result};
 use crate::session::export::text_of;
-use crate::session::{Message, Role, tokens, turns_cut};
+use crate::session::{Message, Role, turns_cut};
 
 /// `fit`: the body's budget, and how many of the last turns are never touched.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -65,8 +65,7 @@ impl Fit {
         steps.extend(turns(&messages[..kept]).into_iter().map(|(a, b)| Step::Turn(a, b)));
 
         let mut left_out = vec![false; body.messages.len()];
-        let mut pieces = body.pieces.each(body);
-        let mut pieces_cleared = false;
+        let mut shares: Option<Vec<usize>> = None;
         let (mut taken, mut exact) = (0, tokens_before);
         while exact > max {
             if taken == steps.len() {
@@ -76,24 +75,23 @@ impl Fit {
             while taken < steps.len() && estimate > max {
                 let saving = match steps[taken] {
                     Step::Result(i) => {
+                        let before = body.pieces.one(body, i).tokens;
                         clear_result(body, i, PLACEHOLDER);
                         fitted.cleared_tool_results += 1;
-                        pieces[i].tokens.saturating_sub(body.pieces.one(body, i).tokens)
+                        before.saturating_sub(body.pieces.one(body, i).tokens)
                     }
                     Step::Thinking(i) => {
+                        let before = body.pieces.one(body, i).tokens;
                         strip_reasoning(body, i);
                         fitted.cleared_thinking_turns += 1;
-                        pieces[i].tokens.saturating_sub(body.pieces.one(body, i).tokens)
+                        before.saturating_sub(body.pieces.one(body, i).tokens)
                     }
                     Step::Turn(a, b) => {
-                        // The pieces as the clearing left them (kept: counted once).
-                        if !pieces_cleared {
-                            pieces = body.pieces.each(body);
-                            pieces_cleared = true;
-                        }
+                        // What each message adds, as the clearing left them.
+                        let shares = shares.get_or_insert_with(|| body.pieces.shares(body));
                         left_out[a..b].iter_mut().for_each(|l| *l = true);
                         fitted.turns_left_out += 1;
-                        pieces[a..b].iter().map(|p| p.tokens).sum::<usize>() + TURN
+                        shares[a..b].iter().sum::<usize>()
                     }
                 };
                 estimate = estimate.saturating_sub(saving);
@@ -106,10 +104,6 @@ impl Fit {
         Ok(fitted)
     }
 }
-
-/// What a turn itself costs beside its messages' items (its role and overhead), at the
-/// least: the estimate of leaving one out.
-const TURN: usize = tokens::PER_MESSAGE + 1;
 
 /// Whether clearing a result can save anything: its text is longer than the placeholder,
 /// or it has images.

@@ -106,6 +106,8 @@ pub(crate) struct Body<'a> {
     pub origin: Vec<usize>,
     pub marks: Vec<u64>,
     pub pieces: &'a Pieces,
+    /// The names of the calls (Gemini sends a result under its call's), found once.
+    pub names: std::cell::OnceCell<Arc<serde_json::Map<String, serde_json::Value>>>,
 }
 
 impl Body<'_> {
@@ -121,6 +123,16 @@ impl Body<'_> {
     /// The tokens of `export`'s body, from the messages' kept pieces.
     pub fn tokens(&self) -> usize {
         self.pieces.count(self)
+    }
+
+    /// What a message's piece needs beside it (the calls' names, found once: clearing
+    /// never changes them).
+    pub fn around(&self) -> export::Around<'_, Arc<Message>> {
+        if self.format != Format::GeminiContents {
+            return export::Around::new(&self.messages);
+        }
+        let names = self.names.get_or_init(|| Arc::new(export::call_names(&self.messages)));
+        export::Around::with_names(&self.messages, Arc::clone(names))
     }
 
     /// Message `i`, to change on the way out; `mark` says what is done to it.
@@ -143,6 +155,7 @@ impl Body<'_> {
             messages: (0..self.messages.len()).filter(kept).map(|i| Arc::clone(&self.messages[i])).collect(),
             origin: (0..self.messages.len()).filter(kept).map(|i| self.origin[i]).collect(),
             marks: (0..self.messages.len()).filter(kept).map(|i| self.marks[i]).collect(),
+            names: self.names.clone(),
             ..*self
         }
     }
@@ -163,7 +176,7 @@ pub fn prepare(
     build: bool,
 ) -> Result<Prepared> {
     let (origin, marks) = ((0..messages.len()).collect(), vec![0; messages.len()]);
-    let mut body = Body { format, system, options, messages, origin, marks, pieces };
+    let mut body = Body { format, system, options, messages, origin, marks, pieces, names: Default::default() };
     let mut skipped = None;
     if context.compaction == CompactionMode::Use
         && let Some(start) = latest_compaction(&body.messages, format, options).filter(|&i| i > 0)

@@ -39,6 +39,7 @@ impl<'a> Parts<'a> {
             origin: (0..n).collect(),
             marks: vec![0; n],
             pieces: self.pieces,
+            names: Default::default(),
         }
     }
 
@@ -99,11 +100,9 @@ impl<'a> Parts<'a> {
         Ok(sizes)
     }
 
-    /// What a turn adds to a request, near enough: its messages' pieces and a turn's
-    /// own overhead each.
+    /// What a turn adds to a request, near enough: what its messages add to a body.
     fn estimate(&self, turn: &[Arc<Message>]) -> usize {
-        let body = self.body(turn.to_vec());
-        self.pieces.each(&body).iter().map(|p| p.tokens + crate::session::tokens::PER_MESSAGE + 1).sum()
+        self.pieces.shares(&self.body(turn.to_vec())).iter().sum()
     }
 
     /// `turn`, as it must be sent: as it is when it fits after `before`, else with its

@@ -88,24 +88,31 @@ fn key(body_print: u64, m: &Message, mark: u64) -> Option<u64> {
 impl Pieces {
     /// The tokens of `body`, as `count_payload` of its export would count them.
     pub(super) fn count(&self, body: &Body) -> usize {
-        let (print, around, mut kept) =
-            (fingerprint(body.format, body.options), Around::new(&body.messages), lock(&self.kept));
+        let (print, around, mut kept) = (fingerprint(body.format, body.options), body.around(), lock(&self.kept));
         let piece = |i: usize, m: &Message| kept.piece(print, &around, body, i, m);
         export::count_with(body.format, body.system, &body.messages, body.options, piece)
     }
 
     /// Message `i`'s piece of `body`.
     pub(super) fn one(&self, body: &Body, i: usize) -> Piece {
-        let (print, around, mut kept) =
-            (fingerprint(body.format, body.options), Around::new(&body.messages), lock(&self.kept));
+        let (print, around, mut kept) = (fingerprint(body.format, body.options), body.around(), lock(&self.kept));
         kept.piece(print, &around, body, i, &body.messages[i])
     }
 
-    /// Each message's piece of `body` (what leaving it out saves, near enough).
-    pub(super) fn each(&self, body: &Body) -> Vec<Piece> {
-        let (print, around, mut kept) =
-            (fingerprint(body.format, body.options), Around::new(&body.messages), lock(&self.kept));
-        body.messages.iter().enumerate().map(|(i, m)| kept.piece(print, &around, body, i, m)).collect()
+    /// What each message of `body` adds to its tokens: its piece, and the turn it
+    /// starts (what leaving it out saves, but for the turns' joins at the cut).
+    pub(super) fn shares(&self, body: &Body) -> Vec<usize> {
+        let print = fingerprint(body.format, body.options);
+        let (around, mut kept) = (body.around(), lock(&self.kept));
+        let mut tally = Tally::default();
+        let mut before = 0;
+        let mut shares = Vec::with_capacity(body.messages.len());
+        for (i, m) in body.messages.iter().enumerate() {
+            tally.add(body.format, body.options.fix, m, || kept.piece(print, &around, body, i, m));
+            shares.push(tally.messages() - before);
+            before = tally.messages();
+        }
+        shares
     }
 }
 

@@ -6,6 +6,7 @@
 //! `export_with` makes is the same number (the tests hold the two together).
 
 use std::cell::OnceCell;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
 
@@ -24,10 +25,11 @@ pub struct Piece {
 }
 
 /// What a piece may need beyond its message: the names of the history's calls, which a
-/// Gemini result is sent under (found once, and only if a Gemini result needs them).
+/// Gemini result is sent under (found once, and only if a Gemini result needs them, or
+/// given by a caller that keeps them).
 pub struct Around<'a, M> {
     messages: &'a [M],
-    names: OnceCell<Map<String, Value>>,
+    names: OnceCell<Arc<Map<String, Value>>>,
 }
 
 impl<'a, M: AsRef<Message>> Around<'a, M> {
@@ -35,9 +37,19 @@ impl<'a, M: AsRef<Message>> Around<'a, M> {
         Around { messages, names: OnceCell::new() }
     }
 
-    fn names(&self) -> &Map<String, Value> {
-        self.names.get_or_init(|| gemini::call_names(self.messages))
+    /// With the names of `messages`' calls found already.
+    pub fn with_names(messages: &'a [M], names: Arc<Map<String, Value>>) -> Self {
+        Around { messages, names: OnceCell::from(names) }
     }
+
+    fn names(&self) -> &Map<String, Value> {
+        self.names.get_or_init(|| Arc::new(call_names(self.messages)))
+    }
+}
+
+/// The names of `messages`' calls, as a Gemini body sends their results.
+pub fn call_names(messages: &[impl AsRef<Message>]) -> Map<String, Value> {
+    gemini::call_names(messages)
 }
 
 /// The piece of message `i` in a body of `format`.
@@ -84,6 +96,29 @@ pub fn count_with<M: AsRef<Message>>(
     tally.total(format, system)
 }
 
+/// A turn's own tokens (its role, and the per-message overhead), each role's counted
+/// once: every turn of a long history adds them.
+fn turn_tokens(role: &str) -> usize {
+    static ROLES: OnceLock<[usize; 4]> = OnceLock::new();
+    let [user, assistant, model, system] =
+        *ROLES.get_or_init(|| ["user", "assistant", "model", "system"].map(|r| count_text(r) + PER_MESSAGE));
+    match role {
+        "user" => user,
+        "assistant" => assistant,
+        "model" => model,
+        "system" => system,
+        other => count_text(other) + PER_MESSAGE,
+    }
+}
+
+/// The placeholder user turn's item, counted once per format.
+fn placeholder_tokens(f: &TurnFormat) -> usize {
+    static ANTHROPIC: OnceLock<usize> = OnceLock::new();
+    static GEMINI: OnceLock<usize> = OnceLock::new();
+    let once = if f.assistant == "model" { &GEMINI } else { &ANTHROPIC };
+    *once.get_or_init(|| count_value(&(f.placeholder)()))
+}
+
 /// A count in progress, which more messages can be added to: what the messages so far
 /// come to, and where the next one goes.
 #[derive(Debug, Clone, Default)]
@@ -105,7 +140,7 @@ impl Tally {
             Format::AnthropicMessages => anthropic::TURNS,
             Format::GeminiContents => gemini::TURNS,
         };
-        let turn = |role: &str| count_text(role) + PER_MESSAGE;
+        let turn = |role: &str| turn_tokens(role);
         if fix && m.role == Role::System {
             self.layout.place(m.role, true, false, false);
             self.moved.push(text(&m.content));
@@ -116,7 +151,7 @@ impl Tally {
             Place::Moved | Place::LeftOut => return,
             Place::Turn { placeholder } => {
                 if placeholder {
-                    self.tokens += turn("user") + count_value(&(f.placeholder)());
+                    self.tokens += turn("user") + placeholder_tokens(f);
                 }
                 self.tokens += turn(match m.role {
                     Role::System => "system",
@@ -127,6 +162,12 @@ impl Tally {
             Place::Joined { .. } => {}
         }
         self.tokens += p.tokens;
+    }
+
+    /// What the messages added so far come to, without the system prompt and the
+    /// reply's priming.
+    pub fn messages(&self) -> usize {
+        self.tokens
     }
 
     /// The body's tokens, with its system prompt (`system` and the messages moved into

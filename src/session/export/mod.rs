@@ -16,7 +16,7 @@ mod gemini;
 mod openai;
 mod responses;
 
-pub use count::{Around, Piece, Tally, count_with, piece};
+pub use count::{Around, Piece, Tally, call_names, count_with, piece};
 
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
