@@ -412,10 +412,10 @@ fn measure_million(c: &mut Client, sizes: &Sizes, report: &mut Report) {
     }
 }
 
-/// A session of 10,000 messages (turns of a question, a tool call, its result and an
-/// answer): export to each provider, and token counts (the first loads the tokenizer).
-fn measure_provider(c: &mut Client, sizes: &Sizes, report: &mut Report) {
-    create(c, "provider");
+/// Session `id` of `messages` messages: turns of a question, a tool call, its result and
+/// an answer.
+fn tool_turns(c: &mut Client, id: &str, messages: usize) {
+    create(c, id);
     let turn = |t: usize| {
         json!([
             {"role": "user", "content": format!("Question {t}: what does the function on line {t} do?")},
@@ -424,15 +424,20 @@ fn measure_provider(c: &mut Client, sizes: &Sizes, report: &mut Report) {
             {"role": "assistant", "content": "It prints a greeting to standard output, then returns."},
         ])
     };
-    let turns = sizes.history / 4;
-    let batches: Vec<String> = (0..turns / 25)
+    let batches: Vec<String> = (0..messages / 100)
         .map(|b| {
             let messages: Vec<Value> =
                 (b * 25..(b + 1) * 25).flat_map(|t| turn(t).as_array().unwrap().clone()).collect();
-            json!({"session_id": "provider", "messages": messages}).to_string()
+            json!({"session_id": id, "messages": messages}).to_string()
         })
         .collect();
     c.pipeline(batches.len(), 8, |b| ("session/add_messages", &batches[b]));
+}
+
+/// A session of 10,000 messages (turns of a question, a tool call, its result and an
+/// answer): export to each provider, and token counts (the first loads the tokenizer).
+fn measure_provider(c: &mut Client, sizes: &Sizes, report: &mut Report) {
+    tool_turns(c, "provider", sizes.history);
     let timed = |c: &mut Client, method: &str, params: &str| {
         let started = std::time::Instant::now();
         c.call(method, params);
@@ -465,23 +470,7 @@ fn measure_provider(c: &mut Client, sizes: &Sizes, report: &mut Report) {
 /// every step and sent through `cache_model`: the share of its input read from cache,
 /// with convo's breakpoints and with one on the last block only.
 fn measure_context(c: &mut Client, sizes: &Sizes, report: &mut Report) {
-    create(c, "fit");
-    let turn = |t: usize| {
-        json!([
-            {"role": "user", "content": format!("Question {t}: what does the function on line {t} do?")},
-            {"role": "assistant", "content": "Let me look.", "tool_calls": [{"id": format!("c{t}"), "name": "read", "arguments": {"line": t}}]},
-            {"role": "tool", "tool_call_id": format!("c{t}"), "content": "fn main() { println!(\"hello\"); }"},
-            {"role": "assistant", "content": "It prints a greeting to standard output, then returns."},
-        ])
-    };
-    let batches: Vec<String> = (0..sizes.fit / 100)
-        .map(|b| {
-            let messages: Vec<Value> =
-                (b * 25..(b + 1) * 25).flat_map(|t| turn(t).as_array().unwrap().clone()).collect();
-            json!({"session_id": "fit", "messages": messages}).to_string()
-        })
-        .collect();
-    c.pipeline(batches.len(), 8, |b| ("session/add_messages", &batches[b]));
+    tool_turns(c, "fit", sizes.fit);
     let count = json!({"session_id": "fit", "format": "anthropic_messages"}).to_string();
     let started = std::time::Instant::now();
     c.call("session/count_tokens", &count);

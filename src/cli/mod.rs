@@ -5,7 +5,8 @@
 //!
 //! Exit codes of the subcommands (serving keeps its own, see `serve`): 0 done; 1 done,
 //! with something to report (fsck found a problem, replay found a difference, a named
-//! session does not exist, a file was refused); 2 a usage error; 3 a failure (the store
+//! session does not exist, a file was refused, a body cannot fit `--fit`); 2 a usage
+//! error; 3 a failure (the store
 //! cannot be opened or failed, a file cannot be read or written).
 
 mod docs;
@@ -45,7 +46,7 @@ Examples:
 
 Exit codes (subcommands): 0 done; 1 done, with something to report (fsck found a
 problem, replay found a difference, a named session does not exist, a file was
-refused); 2 usage error; 3 failure (the store cannot be opened or failed, a file
+refused, a body cannot fit --fit); 2 usage error; 3 failure (the store cannot be opened or failed, a file
 cannot be read or written). Serving exits 0 after `shutdown` and `exit` or at the end
 of input, 1 on `exit` without `shutdown` or when the store cannot be opened.";
 

@@ -46,7 +46,10 @@ impl Fail {
 impl From<Error> for Fail {
     fn from(e: Error) -> Self {
         let code = match &e {
-            Error::SessionNotFound(_) | Error::SessionExists(_) | Error::InvalidSequence { .. } => FOUND,
+            Error::SessionNotFound(_)
+            | Error::SessionExists(_)
+            | Error::InvalidSequence { .. }
+            | Error::BodyTooLarge { .. } => FOUND,
             Error::InvalidParams(_) | Error::MessageNotFound(_) => USAGE,
             _ => FAILED,
         };

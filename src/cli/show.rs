@@ -20,7 +20,8 @@ use crate::cli::output::{self, Fail, FormatArg, paint, plural, style, when};
 
 #[derive(Args, Debug)]
 #[command(after_long_help = "Examples:\n  convo show demo\n  convo show demo --json\n  \
-                             convo show demo --format openai_chat > body.json")]
+                             convo show demo --format openai_chat > body.json\n  \
+                             convo show demo --format anthropic_messages --fit 100000 --cache")]
 pub struct ShowArgs {
     /// The session.
     #[arg(value_name = "ID")]

@@ -8,13 +8,16 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::ops::Ops;
 use crate::ops::limits::{MAX_MESSAGES, check_count};
-use crate::session::context::{self, Cache, Context, Edits, Fitted, Prepared, Skipped};
+use crate::session::context::{self, Cache, Context, Edits, End, Fitted, FromEnd, Prepared, Running, Skipped};
 use crate::session::export::{self, Format, Options, Violation, Warning};
-use crate::session::{Message, check_revision, tokens};
+use crate::session::{Message, Role, check_revision, tokens};
 use crate::store::{HistoryPage, Removed};
 
 /// The body `session/export` gives, and what section 17's options did to it (each
 /// member present only when its option was given or something was left out).
+/// Messages read at once when a body is made to fit from the history's end.
+const END_PAGE: usize = 4096;
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Exported {
     pub payload: Value,
@@ -156,6 +159,10 @@ impl Ops {
         context: &Context,
         build: bool,
     ) -> Result<Prepared> {
+        let fixed = Options { fix: true, ..options.clone() };
+        if repair && let Some(prepared) = self.fitted_from_end(session_id, format, &fixed, context, build).await? {
+            return Ok(prepared);
+        }
         let small = !build || context.fit.is_some();
         let page = self.store.history(session_id, 0, if small { None } else { Some(MAX_MESSAGES + 1) }).await?;
         if !small {
@@ -169,6 +176,103 @@ impl Ops {
         let options = Options { fix: true, ..options };
         let system = info.system.as_deref();
         context::prepare(format, system, messages, &options, context, session_id, &self.pieces, build)
+    }
+
+    /// A body made to fit from the history's end (`context::prepare_from_end`), read a
+    /// page at a time from the session's running count: `None` when it must be made from
+    /// the whole history (no fit asked, the body fits as it is, clearing may be enough,
+    /// or the session changed meanwhile).
+    async fn fitted_from_end(
+        &self,
+        session_id: &str,
+        format: Format,
+        options: &Options,
+        context: &Context,
+        build: bool,
+    ) -> Result<Option<Prepared>> {
+        if context.fit.is_none() || context.clear_thinking.is_some() || context.clear_tool_results.is_some() {
+            return Ok(None);
+        }
+        let Some(counted) = self.count_on(session_id, format, options).await? else { return Ok(None) };
+        let Some(running) = self.pieces.running(session_id, format, options) else { return Ok(None) };
+        let (mut read, mut read_from) = (Vec::<Arc<Message>>::new(), running.counted);
+        let mut seen: Option<(u64, Vec<Arc<Message>>, Option<String>)> = None;
+        loop {
+            let from = read_from.saturating_sub(END_PAGE).max(running.start);
+            let page = self.store.history(session_id, from as u64, Some((read_from - from) as u64)).await?;
+            let (revision, repaired, system) = seen.get_or_insert_with(|| {
+                let repaired = page.tail.repair_view().into_iter().map(Arc::new).collect();
+                (page.info.revision, repaired, page.info.system.clone())
+            });
+            if page.info.revision != *revision || page.info.message_count != running.counted as u64 {
+                return Ok(None);
+            }
+            read.splice(0..0, page.messages);
+            read_from = from;
+            // The end starts at a turn's start (or the body's).
+            let cut = if read_from == running.start {
+                0
+            } else {
+                read.iter().position(|m| m.role == Role::User).unwrap_or(read.len())
+            };
+            let first = read_from + cut;
+            let Some(summaries) = self.summary_turns(session_id, &running, first, (read_from, &read)).await? else {
+                return Ok(None);
+            };
+            let messages: Vec<Arc<Message>> = read[cut..].iter().cloned().chain(repaired.iter().cloned()).collect();
+            let end = End { first, messages, repaired: repaired.len(), summaries };
+            let counted = (&running, counted.tokens);
+            let system = system.as_deref();
+            match context::prepare_from_end(
+                format,
+                system,
+                options,
+                context,
+                session_id,
+                &self.pieces,
+                counted,
+                end,
+                build,
+            )? {
+                FromEnd::Prepared(prepared) => return Ok(Some(*prepared)),
+                FromEnd::More if read_from > running.start => continue,
+                FromEnd::More | FromEnd::Whole => return Ok(None),
+            }
+        }
+    }
+
+    /// The turns before history index `first` that hold a summary (never left out),
+    /// each with its start: from what was read (`read` from `read_from`), else from the
+    /// store. `None` when one does not start its turn (a provider's compaction point in
+    /// the middle of a turn, other than the body's first message): fit the whole.
+    async fn summary_turns(
+        &self,
+        session_id: &str,
+        running: &Running,
+        first: usize,
+        (read_from, read): (usize, &[Arc<Message>]),
+    ) -> Result<Option<Vec<(usize, Vec<Arc<Message>>)>>> {
+        let mut turns = Vec::new();
+        for &at in running.clearable.summaries.iter().filter(|&&at| at < first) {
+            if turns.last().is_some_and(|(start, turn): &(usize, Vec<Arc<Message>>)| at < start + turn.len()) {
+                continue;
+            }
+            let turn: Vec<Arc<Message>> = if at >= read_from {
+                read[at - read_from..first - read_from].to_vec()
+            } else {
+                let limit = (first - at).min(END_PAGE);
+                self.store.history(session_id, at as u64, Some(limit as u64)).await?.messages
+            };
+            if turn.first().is_none_or(|m| m.role != Role::User && at != running.start) {
+                return Ok(None);
+            }
+            let end = turn.iter().skip(1).position(|m| m.role == Role::User).map_or(turn.len(), |p| p + 1);
+            if end == turn.len() && at + end < first && end == END_PAGE {
+                return Ok(None);
+            }
+            turns.push((at, turn[..end].to_vec()));
+        }
+        Ok(Some(turns))
     }
 
     /// Drops the oldest whole turns until the system prompt and the repaired history fit

@@ -213,6 +213,28 @@ fn show_with_a_format_prints_the_export() {
 }
 
 #[test]
+fn show_fits_and_caches_the_export_as_asked() {
+    let db = Db::new();
+    let whole = json_out(&db.run(&["show", "rich", "--format", "anthropic_messages", "--json"]));
+    let fitted =
+        json_out(&db.run(&["show", "rich", "--format", "anthropic_messages", "--fit", "60", "--cache", "--json"]));
+    let fit = &fitted["fit"];
+    assert!(fit["tokens_before"].as_u64().unwrap() > 60, "{fit}");
+    assert!(fit["tokens"].as_u64().unwrap() <= 60, "{fit}");
+    assert_eq!(fit["turns_left_out"], 1, "the first turn, with its image, goes");
+    let messages = fitted["payload"]["messages"].as_array().unwrap();
+    assert!(messages.len() < whole["payload"]["messages"].as_array().unwrap().len());
+    assert_eq!(fitted["payload"]["system"][0]["cache_control"], json!({"type": "ephemeral"}));
+    // Too small a budget: said on stderr, exit 1, nothing on stdout.
+    let refused = db.run(&["show", "rich", "--format", "openai_chat", "--fit", "5"]);
+    assert_eq!(code(&refused), 1, "{}", text(&refused.stderr));
+    assert!(refused.stdout.is_empty());
+    assert!(text(&refused.stderr).contains("max_tokens 5"), "{}", text(&refused.stderr));
+    let without = db.run(&["show", "rich", "--fit", "60"]);
+    assert_eq!(code(&without), 2, "--fit goes with --format");
+}
+
+#[test]
 fn show_and_export_of_a_session_that_is_not_there_exit_1() {
     let db = Db::new();
     for args in [&["show", "nope"][..], &["export", "nope"], &["show", "nope", "--format", "openai_chat"]] {

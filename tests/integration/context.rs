@@ -274,6 +274,51 @@ fn fit_leaves_out_in_order_and_never_the_last_turns(s: &mut Server) {
     assert_eq!(s.call("session/get", json!({"session_id": "fit"}))["message_count"], 32, "nothing stored changed");
 }
 
+/// `fit` made from the history's end gives what it gives made from the whole history
+/// (which `clear_thinking` with nothing to clear makes convo take).
+fn same_fit_both_ways(s: &mut Server, params: Value) {
+    let from_end = s.call("session/export", params.clone());
+    let mut whole = params.clone();
+    whole["clear_thinking"] = json!({"keep": 1_000_000});
+    let whole = s.call("session/export", whole);
+    assert_eq!(from_end["payload"], whole["payload"], "{params}");
+    assert_eq!(from_end["fit"], whole["fit"], "{params}");
+    assert_eq!(from_end["warnings"], whole["warnings"], "{params}");
+    let counted = s.call("session/count_tokens", params.clone());
+    assert_eq!(counted["fit"], whole["fit"], "{params}");
+}
+
+fn fit_from_the_end_is_fit_of_the_whole(s: &mut Server) {
+    // Long enough that the end is read in several pages.
+    long_session(s, "long", 2_500, 2);
+    s.call("session/count_tokens", json!({"session_id": "long", "format": ANTHROPIC}));
+    for (format, max) in [(ANTHROPIC, 60_000), ("openai_chat", 30_000), (RESPONSES, 500), ("gemini_contents", 60_000)] {
+        same_fit_both_ways(s, json!({"session_id": "long", "format": format, "fit": {"max_tokens": max}}));
+    }
+    same_fit_both_ways(
+        s,
+        json!({"session_id": "long", "format": ANTHROPIC, "fit": {"max_tokens": 5_000, "keep_turns": 3}, "cache": true}),
+    );
+    // Results worth clearing, reasoning, a summary at the start, dangling calls.
+    tool_loop(s, "mixed", 12, 100);
+    same_fit_both_ways(s, json!({"session_id": "mixed", "format": ANTHROPIC, "fit": {"max_tokens": 600}}));
+    s.call("session/compact", json!({"session_id": "mixed", "keep_turns": 10, "summary": "Steps 0 and 1 read files."}));
+    same_fit_both_ways(s, json!({"session_id": "mixed", "format": ANTHROPIC, "fit": {"max_tokens": 600}}));
+    user(s, "mixed", "One more.");
+    s.call(
+        "session/add_assistant",
+        json!({"session_id": "mixed", "tool_calls": [{"id": "open", "name": "read", "arguments": {}}]}),
+    );
+    same_fit_both_ways(s, json!({"session_id": "mixed", "format": ANTHROPIC, "fit": {"max_tokens": 600}}));
+    same_fit_both_ways(
+        s,
+        json!({"session_id": "mixed", "format": "openai_chat", "fit": {"max_tokens": 400, "keep_turns": 2}}),
+    );
+    let error =
+        s.fail("session/export", json!({"session_id": "long", "format": ANTHROPIC, "fit": {"max_tokens": 10}}), 1005);
+    assert_eq!(error["data"]["max_tokens"], 10);
+}
+
 fn cache_breakpoints_and_keys(s: &mut Server) {
     tool_loop(s, "k", 3, 5);
     user(s, "k", "Now the last one.");
@@ -489,6 +534,7 @@ crate::every_store!(
     fit_leaves_out_in_order_and_never_the_last_turns,
     cache_breakpoints_and_keys,
     a_running_count_is_the_count_of_the_whole,
+    fit_from_the_end_is_fit_of_the_whole,
 );
 
 crate::both_framings!(compaction_in_parts_never_sends_more_than_the_budget);

@@ -71,11 +71,52 @@ pub(crate) fn clear_result(body: &mut Body, i: usize, placeholder: &str) -> bool
     if m.content.as_str() == Some(placeholder) && m.images.is_none() {
         return false;
     }
-    let mark = FixedState::default().hash_one(("cleared", placeholder));
-    let m = body.edit(i, mark);
+    let m = body.edit(i, cleared_mark(placeholder));
     m.content = Value::String(placeholder.to_owned());
     m.images = None;
     true
+}
+
+/// What clearing a result to `placeholder` marks it with (part of its piece's key).
+fn cleared_mark(placeholder: &str) -> u64 {
+    FixedState::default().hash_one(("cleared", placeholder))
+}
+
+/// What leaving out a message's reasoning marks it with.
+const STRIPPED: u64 = 1;
+
+/// What fit's clearing of message `i` of `body` would save (0: fit leaves it as it is).
+pub(crate) fn fit_saving(body: &Body, i: usize) -> usize {
+    let Some((cleared, mark)) = as_fit_clears(&body.messages[i], body.format) else { return 0 };
+    let before = body.pieces.one(body, i).tokens;
+    before.saturating_sub(body.pieces.one_as(body, i, &cleared, mark).tokens)
+}
+
+/// Clears message `i` of `body` as fit does (its result, or its reasoning).
+pub(crate) fn fit_clear(body: &mut Body, i: usize) {
+    if body.messages[i].role == Role::Tool {
+        clear_result(body, i, PLACEHOLDER);
+    } else {
+        strip_reasoning(body, i);
+    }
+}
+
+/// `m` as fit would send it cleared (a result, with the default placeholder; reasoning
+/// of `format` left out), and the mark that says so, as a body's edit would make them;
+/// `None` when fit never changes it. Fit clears it only if that saves tokens.
+pub(crate) fn as_fit_clears(m: &Message, format: Format) -> Option<(Message, u64)> {
+    if m.role == Role::Tool {
+        let mut cleared = m.clone();
+        cleared.content = Value::String(PLACEHOLDER.to_owned());
+        cleared.images = None;
+        return Some((cleared, cleared_mark(PLACEHOLDER)));
+    }
+    if !carries_reasoning(m, format) {
+        return None;
+    }
+    let mut stripped = m.clone();
+    stripped.native.as_deref_mut().map(native::strip_reasoning);
+    Some((stripped, STRIPPED))
 }
 
 /// `clear_thinking`: the reasoning of all but the last `keep` assistant messages that
@@ -104,7 +145,7 @@ pub(crate) fn strip_reasoning(body: &mut Body, i: usize) -> bool {
     if !body.messages[i].native.as_deref().is_some_and(native::has_reasoning) {
         return false;
     }
-    let m = body.edit(i, 1);
+    let m = body.edit(i, STRIPPED);
     m.native.as_deref_mut().is_some_and(native::strip_reasoning)
 }
 
@@ -117,9 +158,13 @@ pub(crate) fn current_turn(messages: &[impl AsRef<Message>]) -> usize {
 /// The indexes of the assistant messages whose reasoning a body of `format` carries
 /// (their native body is of that format and holds some), in order.
 pub(crate) fn with_reasoning(messages: &[impl AsRef<Message>], format: Format) -> Vec<usize> {
+    messages.iter().enumerate().filter(|(_, m)| carries_reasoning(m.as_ref(), format)).map(|(i, _)| i).collect()
+}
+
+/// Whether `m` is an assistant message whose reasoning a body of `format` carries.
+pub(crate) fn carries_reasoning(m: &Message, format: Format) -> bool {
     let sent = |n: &native::Native| n.format == format && native::has_reasoning(n);
-    let carries = |m: &Message| m.role == Role::Assistant && m.native.as_deref().is_some_and(sent);
-    messages.iter().enumerate().filter(|(_, m)| carries(m.as_ref())).map(|(i, _)| i).collect()
+    m.role == Role::Assistant && m.native.as_deref().is_some_and(sent)
 }
 
 #[cfg(test)]

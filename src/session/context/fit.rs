@@ -15,10 +15,9 @@ use serde::Deserialize;
 
 use std::sync::Arc;
 
-use super::edit::{PLACEHOLDER, clear_result, strip_reasoning, with_reasoning};
+use super::edit::{fit_clear, fit_saving, with_reasoning};
 use super::{Body, Fitted, is_summary};
 use crate::error::{Error, Result};
-use crate::session::export::text_of;
 use crate::session::{Message, Role, turns_cut};
 
 /// `fit`: the body's budget, and how many of the last turns are never touched.
@@ -59,7 +58,7 @@ impl Fit {
         }
         let messages = &body.messages;
         let kept = turns_cut(messages.len(), messages.iter().rev().map(|m| m.role), self.keep_turns);
-        let results = (0..kept).filter(|&i| messages[i].role == Role::Tool && worth_clearing(&messages[i]));
+        let results = (0..kept).filter(|&i| messages[i].role == Role::Tool);
         let thinking = with_reasoning(messages, body.format).into_iter().filter(|&i| i < kept);
         let mut steps: Vec<Step> = results.map(Step::Result).chain(thinking.map(Step::Thinking)).collect();
         steps.extend(turns(&messages[..kept]).into_iter().map(|(a, b)| Step::Turn(a, b)));
@@ -74,17 +73,17 @@ impl Fit {
             let mut estimate = exact;
             while taken < steps.len() && estimate > max {
                 let saving = match steps[taken] {
-                    Step::Result(i) => {
-                        let before = body.pieces.one(body, i).tokens;
-                        clear_result(body, i, PLACEHOLDER);
-                        fitted.cleared_tool_results += 1;
-                        before.saturating_sub(body.pieces.one(body, i).tokens)
-                    }
-                    Step::Thinking(i) => {
-                        let before = body.pieces.one(body, i).tokens;
-                        strip_reasoning(body, i);
-                        fitted.cleared_thinking_turns += 1;
-                        before.saturating_sub(body.pieces.one(body, i).tokens)
+                    // Cleared only when that saves tokens (a short result may not).
+                    Step::Result(i) | Step::Thinking(i) => {
+                        let saving = fit_saving(body, i);
+                        if saving > 0 {
+                            fit_clear(body, i);
+                            match steps[taken] {
+                                Step::Result(_) => fitted.cleared_tool_results += 1,
+                                _ => fitted.cleared_thinking_turns += 1,
+                            }
+                        }
+                        saving
                     }
                     Step::Turn(a, b) => {
                         // What each message adds, as the clearing left them.
@@ -103,12 +102,6 @@ impl Fit {
         fitted.tokens = exact;
         Ok(fitted)
     }
-}
-
-/// Whether clearing a result can save anything: its text is longer than the placeholder,
-/// or it has images.
-fn worth_clearing(m: &Message) -> bool {
-    m.images.as_ref().is_some_and(|i| !i.is_empty()) || text_of(&m.content).len() > PLACEHOLDER.len()
 }
 
 /// The whole turns of `messages` that may be left out, oldest first: each user message

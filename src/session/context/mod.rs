@@ -11,6 +11,7 @@ mod edit;
 mod fit;
 pub mod parts;
 mod pieces;
+mod tail;
 
 use std::sync::Arc;
 
@@ -19,7 +20,8 @@ use serde::{Deserialize, Serialize};
 pub use cache::Cache;
 pub use edit::{ClearThinking, ClearToolResults};
 pub use fit::Fit;
-pub use pieces::Pieces;
+pub use pieces::{Pieces, Running};
+pub use tail::End;
 
 use crate::error::Result;
 use crate::session::Message;
@@ -149,7 +151,7 @@ impl Body<'_> {
     }
 
     /// The body without the messages `left_out` marks.
-    fn without(&self, left_out: &[bool]) -> Self {
+    pub(crate) fn without(&self, left_out: &[bool]) -> Self {
         let kept = |i: &usize| !left_out[*i];
         Body {
             messages: (0..self.messages.len()).filter(kept).map(|i| Arc::clone(&self.messages[i])).collect(),
@@ -198,17 +200,70 @@ pub fn prepare(
         edits = Some(done);
     }
     let fitted = context.fit.as_ref().map(|fit| fit.apply(&mut body)).transpose()?;
-    let (export, tokens) = match &context.cache {
+    let (export, tokens) = finish(&body, context.cache.as_ref(), session_id, build, fitted.map(|f| f.tokens));
+    Ok(Prepared { export, tokens, context: skipped, edits, fit: fitted })
+}
+
+/// The body built (when `build`) with `cache`'s marks, and its tokens (`known` when
+/// they were counted already).
+fn finish(
+    body: &Body,
+    cache: Option<&Cache>,
+    session_id: &str,
+    build: bool,
+    known: Option<usize>,
+) -> (Option<Export>, usize) {
+    match cache {
         // Breakpoints and keys are counted too: the body is built to count them.
         Some(cache) => {
             let mut export = body.export();
-            cache.place(format, &mut export, session_id);
+            cache.place(body.format, &mut export, session_id);
             let tokens = tokens::count_payload(&export.payload);
             (build.then_some(export), tokens)
         }
-        None => (build.then(|| body.export()), fitted.map_or_else(|| body.tokens(), |f| f.tokens)),
+        None => (build.then(|| body.export()), known.unwrap_or_else(|| body.tokens())),
+    }
+}
+
+/// What fitting from the history's end gave.
+pub enum FromEnd {
+    Prepared(Box<Prepared>),
+    /// The turns read may not be all that fit: read the page before.
+    More,
+    /// Fit the whole history instead (`prepare`).
+    Whole,
+}
+
+/// The body `prepare` gives a `fit` (and at most `cache`) asked of a long history, from
+/// its `end` and what `running` counted of it (`tokens_before` its body's tokens).
+#[allow(clippy::too_many_arguments)]
+pub fn prepare_from_end(
+    format: Format,
+    system: Option<&str>,
+    options: &Options,
+    context: &Context,
+    session_id: &str,
+    pieces: &Pieces,
+    (running, tokens_before): (&Running, usize),
+    end: End,
+    build: bool,
+) -> Result<FromEnd> {
+    let Some(fit) =
+        context.fit.as_ref().filter(|_| context.clear_thinking.is_none() && context.clear_tool_results.is_none())
+    else {
+        return Ok(FromEnd::Whole);
     };
-    Ok(Prepared { export, tokens, context: skipped, edits, fit: fitted })
+    if fit.keep_turns == 0 {
+        return Err(crate::error::Error::invalid("fit.keep_turns: must be at least 1"));
+    }
+    let (body, fitted) = match tail::fit_from_end(fit, format, system, options, pieces, running, tokens_before, end)? {
+        tail::Tail::Fitted(body, fitted) => (body, fitted),
+        tail::Tail::More => return Ok(FromEnd::More),
+        tail::Tail::Whole => return Ok(FromEnd::Whole),
+    };
+    let skipped = (running.start > 0).then_some(Skipped { from_index: running.start });
+    let (export, tokens) = finish(&body, context.cache.as_ref(), session_id, build, Some(fitted.tokens));
+    Ok(FromEnd::Prepared(Box::new(Prepared { export, tokens, context: skipped, edits: None, fit: Some(fitted) })))
 }
 
 /// The rules `cache` brings to `validate` (Anthropic's limits on breakpoints), beside

@@ -15,6 +15,7 @@ use foldhash::HashMap;
 use foldhash::fast::FixedState;
 
 use super::Body;
+use super::edit::as_fit_clears;
 use crate::lock;
 use crate::session::Message;
 use crate::session::export::{self, Around, Format, Options, Piece, Tally};
@@ -42,6 +43,41 @@ pub struct Running {
     pub start: usize,
     last: (String, String),
     tally: Tally,
+    /// What fit would do to the messages counted: see `Clearable`.
+    pub clearable: Clearable,
+}
+
+/// The counted messages as fit sees them, kept so that fitting a long session reads
+/// only its end: its turns, the results worth clearing and the messages whose reasoning
+/// would be left out (how many, and what clearing all of them saves), and the messages
+/// that stand for what came before them (never left out).
+#[derive(Debug, Clone, Default)]
+pub struct Clearable {
+    pub turns: usize,
+    pub results: usize,
+    pub reasoning: usize,
+    pub savings: usize,
+    pub summaries: Vec<usize>,
+}
+
+impl Clearable {
+    /// Counts message `m`, at history index `at` (`first`: the body's first message).
+    fn add(&mut self, at: usize, first: bool, m: &Message, saving: Option<usize>) {
+        if m.role == crate::session::Role::User || first {
+            self.turns += 1;
+        }
+        if super::is_summary(m) {
+            self.summaries.push(at);
+        }
+        if let Some(saving) = saving {
+            if m.role == crate::session::Role::Tool {
+                self.results += 1;
+            } else {
+                self.reasoning += 1;
+            }
+            self.savings += saving;
+        }
+    }
 }
 
 impl Running {
@@ -97,6 +133,12 @@ impl Pieces {
     pub(super) fn one(&self, body: &Body, i: usize) -> Piece {
         let (print, around, mut kept) = (fingerprint(body.format, body.options), body.around(), lock(&self.kept));
         kept.piece(print, &around, body, i, &body.messages[i])
+    }
+
+    /// The piece message `i` of `body` would have as `m`, marked `mark`.
+    pub(super) fn one_as(&self, body: &Body, i: usize, m: &Message, mark: u64) -> Piece {
+        let (print, around, mut kept) = (fingerprint(body.format, body.options), body.around(), lock(&self.kept));
+        kept.piece_for(print, &around, (body.format, body.options), i, m, mark)
     }
 
     /// What each message of `body` adds to its tokens: its piece, and the turn it
@@ -196,18 +238,27 @@ impl Pieces {
         {
             return None;
         }
-        let (mut tally, start, skip) = match (from, fresh_start) {
-            (Some(running), _) => (running.tally, running.start, 0),
-            (None, Some(point)) => (Tally::default(), point, point),
-            (None, None) => (Tally::default(), 0, 0),
+        let (mut tally, mut clearable, start, skip) = match (from, fresh_start) {
+            (Some(running), _) => (running.tally, running.clearable, running.start, 0),
+            (None, Some(point)) => (Tally::default(), Clearable::default(), point, point),
+            (None, None) => (Tally::default(), Clearable::default(), 0, 0),
         };
+        let at = if base > 0 { base } else { skip };
         let counted: Vec<std::sync::Arc<Message>> =
             stored[skip..].iter().cloned().chain(repaired.iter().cloned()).collect();
         let around = Around::new(&counted);
         let mut kept = lock(&self.kept);
         let new = stored.len() - skip;
         for (i, m) in counted[..new].iter().enumerate() {
-            tally.add(format, options.fix, m, || kept.piece_for(print, &around, (format, options), i, m, 0));
+            let piece = kept.piece_for(print, &around, (format, options), i, m, 0);
+            tally.add(format, options.fix, m, || piece);
+            let saving = as_fit_clears(m, format).map(|(cleared, mark)| {
+                let after = kept.piece_for(print, &around, (format, options), i, &cleared, mark);
+                piece.tokens.saturating_sub(after.tokens)
+            });
+            // Fit clears only what saves tokens.
+            let saving = saving.filter(|&s| s > 0);
+            clearable.add(at + i, at + i == start, m, saving);
         }
         if let Some(last) = stored.last() {
             let running = Running {
@@ -215,6 +266,7 @@ impl Pieces {
                 start,
                 last: (last.id.clone().unwrap_or_default(), last.created_at.clone()),
                 tally: tally.clone(),
+                clearable,
             };
             let mut all = lock(&self.running);
             if all.len() >= RUNNING {
