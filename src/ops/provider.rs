@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::ops::Ops;
 use crate::ops::limits::{MAX_MESSAGES, check_count};
-use crate::session::context::{self, Cache, Context, Edits, End, Fitted, FromEnd, Prepared, Running, Skipped};
+use crate::session::context::{self, Cache, Context, Done, End, FromEnd, Prepared, Running, Skipped};
 use crate::session::export::{self, Format, Options, Violation, Warning};
 use crate::session::{Message, Role, check_revision, tokens};
 use crate::store::{HistoryPage, Removed};
@@ -18,16 +18,14 @@ use crate::store::{HistoryPage, Removed};
 /// Messages read at once when a body is made to fit from the history's end.
 const END_PAGE: usize = 4096;
 
+/// `session/export`: the body, what export had to change or leave out, and what the
+/// context options did.
 #[derive(Debug, Clone, Serialize)]
 pub struct Exported {
     pub payload: Value,
     pub warnings: Vec<Warning>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub context: Option<Skipped>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub edits: Option<Edits>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fit: Option<Fitted>,
+    #[serde(flatten)]
+    pub done: Done,
 }
 
 /// `session/count_tokens`: the tokens of the body export would send, and what was done
@@ -35,12 +33,8 @@ pub struct Exported {
 #[derive(Debug, Clone, Serialize)]
 pub struct Counted {
     pub tokens: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub context: Option<Skipped>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub edits: Option<Edits>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fit: Option<Fitted>,
+    #[serde(flatten)]
+    pub done: Done,
 }
 
 /// The result of `session/trim` by tokens.
@@ -78,9 +72,8 @@ impl Ops {
         context: &Context,
     ) -> Result<Exported> {
         let done = self.prepared_body(session_id, format, repair, options, context, true).await?;
-        let Prepared { export, context, edits, fit, .. } = done;
-        let export = export.ok_or_else(|| Error::Internal("no body was built".into()))?;
-        Ok(Exported { payload: export.payload, warnings: export.warnings, context, edits, fit })
+        let export = done.export.ok_or_else(|| Error::Internal("no body was built".into()))?;
+        Ok(Exported { payload: export.payload, warnings: export.warnings, done: done.done })
     }
 
     /// What a provider would reject of the stored history, sent unaltered (with `cache`,
@@ -116,7 +109,7 @@ impl Ops {
             }
         }
         let done = self.prepared_body(session_id, format, true, options, context, false).await?;
-        Ok(Counted { tokens: done.tokens, context: done.context, edits: done.edits, fit: done.fit })
+        Ok(Counted { tokens: done.tokens, done: done.done })
     }
 
     /// `count_tokens` from the session's running count (`None`: it must be counted as a
@@ -124,9 +117,7 @@ impl Ops {
     async fn count_on(&self, session_id: &str, format: Format, options: &Options) -> Result<Option<Counted>> {
         let counted = |(tokens, start): (usize, usize)| Counted {
             tokens,
-            context: (start > 0).then_some(Skipped { from_index: start }),
-            edits: None,
-            fit: None,
+            done: Done { context: (start > 0).then_some(Skipped { from_index: start }), ..Done::default() },
         };
         if let Some(running) = self.pieces.running(session_id, format, options).filter(|r| r.counted > 0) {
             let page = self.store.history(session_id, running.counted as u64 - 1, None).await?;

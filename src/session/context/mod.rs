@@ -86,15 +86,25 @@ pub struct Fitted {
     pub turns_left_out: usize,
 }
 
+/// What the options did to a body, as the replies of export and count_tokens say it:
+/// each member present only when its option was given or something was left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Done {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<Skipped>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edits: Option<Edits>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fit: Option<Fitted>,
+}
+
 /// The body to send (`None` when only its tokens were asked for), its tokens, and what
-/// was done to it (each `None` when its option was not given and nothing was left out).
+/// was done to it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prepared {
     pub export: Option<Export>,
     pub tokens: usize,
-    pub context: Option<Skipped>,
-    pub edits: Option<Edits>,
-    pub fit: Option<Fitted>,
+    pub done: Done,
 }
 
 /// A history on its way to becoming a body: the messages left (shared with the store's
@@ -201,7 +211,7 @@ pub fn prepare(
     }
     let fitted = context.fit.as_ref().map(|fit| fit.apply(&mut body)).transpose()?;
     let (export, tokens) = finish(&body, context.cache.as_ref(), session_id, build, fitted.map(|f| f.tokens));
-    Ok(Prepared { export, tokens, context: skipped, edits, fit: fitted })
+    Ok(Prepared { export, tokens, done: Done { context: skipped, edits, fit: fitted } })
 }
 
 /// The body built (when `build`) with `cache`'s marks, and its tokens (`known` when
@@ -263,7 +273,8 @@ pub fn prepare_from_end(
     };
     let skipped = (running.start > 0).then_some(Skipped { from_index: running.start });
     let (export, tokens) = finish(&body, context.cache.as_ref(), session_id, build, Some(fitted.tokens));
-    Ok(FromEnd::Prepared(Box::new(Prepared { export, tokens, context: skipped, edits: None, fit: Some(fitted) })))
+    let done = Done { context: skipped, edits: None, fit: Some(fitted) };
+    Ok(FromEnd::Prepared(Box::new(Prepared { export, tokens, done })))
 }
 
 /// The rules `cache` brings to `validate` (Anthropic's limits on breakpoints), beside
