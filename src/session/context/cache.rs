@@ -14,6 +14,7 @@ use serde_json::{Map, Value, json};
 
 use crate::error::{Error, Result};
 use crate::session::export::{Export, Format, Violation, Warning};
+use crate::session::tokens::{count_text, count_value};
 
 /// Anthropic's cache lifetimes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -91,10 +92,13 @@ impl Cache {
 
     /// Marks the body's breakpoints (Anthropic), names its cache (OpenAI), or says that
     /// nothing is added (Gemini).
-    pub fn place(&self, format: Format, export: &mut Export, session_id: &str) {
+    /// Returns the tokens the marks add to the body's count (`count_payload` counts
+    /// Anthropic's `cache_control` values and the system block's type; OpenAI's keys sit
+    /// outside what it counts).
+    pub fn place(&self, format: Format, export: &mut Export, session_id: &str) -> usize {
         let payload = &mut export.payload;
         match format {
-            Format::AnthropicMessages => self.breakpoints(payload),
+            Format::AnthropicMessages => return self.breakpoints(payload),
             Format::OpenaiChat | Format::OpenaiResponses => {
                 payload["prompt_cache_key"] = json!(self.key.as_deref().unwrap_or(session_id));
                 if let Some(retention) = &self.retention {
@@ -105,6 +109,7 @@ impl Cache {
                 .warnings
                 .push(Warning { index: None, message: "cache adds nothing: Gemini caches implicitly".into() }),
         }
+        0
     }
 
     fn control(ttl: Option<Ttl>) -> Value {
@@ -117,35 +122,39 @@ impl Cache {
 
     /// Anthropic's breakpoints: the body's end, the previous request's end, the system
     /// prompt's end, as many as the 4 allowed leave room for (beside any the history
-    /// holds already).
-    fn breakpoints(&self, payload: &mut Value) {
+    /// holds already). Returns the tokens they add.
+    fn breakpoints(&self, payload: &mut Value) -> usize {
         let mut room = 4usize.saturating_sub(marks(payload).len());
         let messages = payload["messages"].as_array().map(Vec::as_slice).unwrap_or_default();
         let end = last_eligible(messages, messages.len());
         let latest_answer = messages.iter().rposition(|m| m["role"] == "assistant");
         let previous = latest_answer.and_then(|a| last_eligible(messages, a)).filter(|p| Some(*p) != end);
-        for (m, b) in [end, previous].into_iter().flatten() {
-            if room == 0 {
-                return;
-            }
-            payload["messages"][m]["content"][b]["cache_control"] = Cache::control(self.ttl);
+        let mut added = 0;
+        for (m, b) in [end, previous].into_iter().flatten().take(room) {
+            let control = Cache::control(self.ttl);
+            added += count_value(&control);
+            payload["messages"][m]["content"][b]["cache_control"] = control;
             room -= 1;
         }
         if room == 0 {
-            return;
+            return added;
         }
         let control = Cache::control(self.system_ttl.or(self.ttl));
+        let marked = count_value(&control);
         match payload.get_mut("system") {
             Some(Value::String(text)) if !text.is_empty() => {
                 let text = std::mem::take(text);
                 payload["system"] = json!([{"type": "text", "text": text, "cache_control": control}]);
+                added + marked + count_text("text")
             }
-            Some(Value::Array(blocks)) => {
-                if let Some(block) = blocks.iter_mut().rev().find(|b| eligible(b)) {
+            Some(Value::Array(blocks)) => match blocks.iter_mut().rev().find(|b| eligible(b)) {
+                Some(block) => {
                     block["cache_control"] = control;
+                    added + marked
                 }
-            }
-            _ => {}
+                None => added,
+            },
+            _ => added,
         }
     }
 }
@@ -223,9 +232,12 @@ mod tests {
         json!({"type": "text", "text": t})
     }
 
+    /// The body with `cache`'s marks, which add to its count what `place` says.
     fn placed(cache: &Cache, payload: Value) -> Value {
+        let before = crate::session::tokens::count_payload(&payload);
         let mut export = Export { payload, warnings: Vec::new(), sources: Vec::new() };
-        cache.place(Format::AnthropicMessages, &mut export, "s");
+        let added = cache.place(Format::AnthropicMessages, &mut export, "s");
+        assert_eq!(crate::session::tokens::count_payload(&export.payload), before + added);
         export.payload
     }
 

@@ -27,7 +27,6 @@ use crate::error::Result;
 use crate::session::Message;
 use crate::session::export::{self, Export, Format, Options, Violation};
 use crate::session::native;
-use crate::session::tokens;
 
 /// Whether export starts at the latest compaction point of its format (`use`, the
 /// default) or sends the whole history (`ignore`).
@@ -223,15 +222,15 @@ fn finish(
     build: bool,
     known: Option<usize>,
 ) -> (Option<Export>, usize) {
+    let tokens = known.unwrap_or_else(|| body.tokens());
     match cache {
-        // Breakpoints and keys are counted too: the body is built to count them.
+        // The marks go on the body built, and add what they say to its count.
         Some(cache) => {
             let mut export = body.export();
-            cache.place(body.format, &mut export, session_id);
-            let tokens = tokens::count_payload(&export.payload);
-            (build.then_some(export), tokens)
+            let added = cache.place(body.format, &mut export, session_id);
+            (build.then_some(export), tokens + added)
         }
-        None => (build.then(|| body.export()), known.unwrap_or_else(|| body.tokens())),
+        None => (build.then(|| body.export()), tokens),
     }
 }
 
