@@ -141,6 +141,7 @@ impl Ops {
         let (messages, repaired) = plan_import(messages, repair)?;
         let import = Import { session_id: data.session_id, fields: data.fields, messages };
         let info = self.store.import(import, replace, expected_revision).await?;
+        self.pieces.forget(&info.session_id);
         Ok(Imported { info, repaired })
     }
 }

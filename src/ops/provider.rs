@@ -121,11 +121,12 @@ impl Ops {
         };
         if let Some(running) = self.pieces.running(session_id, format, options).filter(|r| r.counted > 0) {
             let page = self.store.history(session_id, running.counted as u64 - 1, None).await?;
-            if page.messages.first().is_some_and(|m| running.goes_on_from(m)) {
+            if page.messages.first().is_some_and(|m| running.goes_on_from(m, page.info.revision)) {
                 let repaired = page.tail.repair_view().into_iter().map(Arc::new).collect();
-                let system = page.info.system.as_deref();
+                let session = (page.info.system.as_deref(), page.info.revision);
                 let new = &page.messages[1..];
-                if let Some(done) = self.pieces.go_on(session_id, format, system, options, Some(running), new, repaired)
+                if let Some(done) =
+                    self.pieces.go_on(session_id, format, session, options, Some(running), new, repaired)
                 {
                     return Ok(Some(counted(done)));
                 }
@@ -133,8 +134,8 @@ impl Ops {
         }
         let page = self.store.history(session_id, 0, None).await?;
         let repaired = page.tail.repair_view().into_iter().map(Arc::new).collect();
-        let system = page.info.system.as_deref();
-        let done = self.pieces.go_on(session_id, format, system, options, None, &page.messages, repaired);
+        let session = (page.info.system.as_deref(), page.info.revision);
+        let done = self.pieces.go_on(session_id, format, session, options, None, &page.messages, repaired);
         Ok(done.map(counted))
     }
 

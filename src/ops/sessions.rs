@@ -61,7 +61,9 @@ impl Ops {
     }
 
     pub async fn delete(&self, session_id: &str, expected: Option<u64>) -> Result<()> {
-        self.store.delete(session_id, expected).await
+        self.store.delete(session_id, expected).await?;
+        self.pieces.forget(session_id);
+        Ok(())
     }
 
     /// Deletes the sessions named, or those last updated before a time: exactly one of

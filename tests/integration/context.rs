@@ -521,6 +521,15 @@ fn a_running_count_is_the_count_of_the_whole(s: &mut Server) {
     let first = s.call("session/history", json!({"session_id": "run"}))["messages"][0]["id"].clone();
     s.call("session/rewind", json!({"session_id": "run", "to_message_id": first}));
     check(s, "rewound");
+    user(s, "run", "Again.");
+    assistant(s, "run", "Sure.");
+    check(s, "two more");
+    // Imported over, every message keeping its id and time stamp, an earlier one changed.
+    let mut dict = s.call("session/to_dict", json!({"session_id": "run"}));
+    dict["messages"][0]["content"] =
+        json!("A much longer first message than the one counted before it was imported over.");
+    s.call("session/from_dict", json!({"data": dict, "replace": true}));
+    check(s, "imported over, its last message the same");
 }
 
 crate::every_store!(

@@ -9,7 +9,9 @@
 //! old one moves to the young one, and when the young one is full the old one is
 //! dropped, so what a long session uses again stays.
 
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hash, Hasher};
+
+use serde_json::Value;
 
 use foldhash::HashMap;
 use foldhash::fast::FixedState;
@@ -26,8 +28,9 @@ const GENERATION: usize = 1 << 19;
 #[derive(Default)]
 pub struct Pieces {
     kept: std::sync::Mutex<Generations>,
-    /// Sessions counted before, each with the count of its stored messages so far.
-    running: std::sync::Mutex<HashMap<u64, Running>>,
+    /// Sessions counted before (by id, and the body's format and options), each with the
+    /// count of its stored messages so far.
+    running: std::sync::Mutex<HashMap<(String, u64), Running>>,
 }
 
 /// Sessions whose running counts are kept: when more are, all are dropped.
@@ -42,6 +45,11 @@ pub struct Running {
     pub counted: usize,
     pub start: usize,
     last: (String, String),
+    /// The last message counted, hashed as a piece's key hashes it.
+    last_hash: u64,
+    /// The session's revision when counted: it never goes down but when the session is
+    /// made anew (deleted and created, imported over), which an append cannot tell.
+    revision: u64,
     tally: Tally,
     /// What fit would do to the messages counted: see `Clearable`.
     pub clearable: Clearable,
@@ -81,9 +89,13 @@ impl Clearable {
 }
 
 impl Running {
-    /// Whether `m`, the stored message at `counted - 1`, is the one counted there.
-    pub fn goes_on_from(&self, m: &Message) -> bool {
-        m.id.as_deref() == Some(self.last.0.as_str()) && m.created_at == self.last.1
+    /// Whether `m`, the stored message at `counted - 1` of the session at `revision`, is
+    /// the one counted there, in the same session.
+    pub fn goes_on_from(&self, m: &Message, revision: u64) -> bool {
+        m.id.as_deref() == Some(self.last.0.as_str())
+            && m.created_at == self.last.1
+            && key(0, m, 0) == Some(self.last_hash)
+            && revision >= self.revision
     }
 }
 
@@ -116,9 +128,49 @@ pub(super) fn fingerprint(format: Format, options: &Options) -> u64 {
     FixedState::default().hash_one((format.name(), options.fix, &options.model, options.thinking, options.store))
 }
 
+/// A piece's key: the body's format and options, the message (its id, time stamp and
+/// everything a body is made of, hashed: an import may store other content under an id
+/// and time stamp seen before), and its mark.
 fn key(body_print: u64, m: &Message, mark: u64) -> Option<u64> {
     let id = m.id.as_deref()?;
-    Some(FixedState::default().hash_one((body_print, id, &m.created_at, mark)))
+    let mut h = FixedState::default().build_hasher();
+    (body_print, id, &m.created_at, mark, m.role as u8, &m.name, &m.tool_call_id, &m.images).hash(&mut h);
+    value(&m.content, &mut h);
+    m.tool_calls.iter().flatten().for_each(|c| value(c, &mut h));
+    if let Some(native) = &m.native {
+        (native.format.name(), &native.model).hash(&mut h);
+        value(&native.body, &mut h);
+    }
+    Some(h.finish())
+}
+
+/// Feeds a JSON value to a hasher (serde_json's values do not hash themselves).
+fn value(v: &Value, h: &mut impl Hasher) {
+    match v {
+        Value::Null => h.write_u8(0),
+        Value::Bool(b) => h.write_u8(1 + u8::from(*b)),
+        Value::Number(n) => {
+            h.write_u8(3);
+            n.as_str().hash(h);
+        }
+        Value::String(s) => {
+            h.write_u8(4);
+            s.hash(h);
+        }
+        Value::Array(items) => {
+            h.write_u8(5);
+            h.write_usize(items.len());
+            items.iter().for_each(|i| value(i, h));
+        }
+        Value::Object(members) => {
+            h.write_u8(6);
+            h.write_usize(members.len());
+            for (k, v) in members {
+                k.hash(h);
+                value(v, h);
+            }
+        }
+    }
 }
 
 impl Pieces {
@@ -193,14 +245,20 @@ impl Generations {
 }
 
 /// The key of a session's running count: its id, the body's format and options.
-fn running_key(session_id: &str, format: Format, options: &Options) -> u64 {
-    FixedState::default().hash_one((session_id, fingerprint(format, options)))
+fn running_key(session_id: &str, format: Format, options: &Options) -> (String, u64) {
+    (session_id.to_owned(), fingerprint(format, options))
 }
 
 impl Pieces {
     /// A session's running count, if it was counted before with these options.
     pub fn running(&self, session_id: &str, format: Format, options: &Options) -> Option<Running> {
         lock(&self.running).get(&running_key(session_id, format, options)).cloned()
+    }
+
+    /// Forgets a session's running counts: it was made anew (imported over, deleted),
+    /// which its last message may not show.
+    pub fn forget(&self, session_id: &str) {
+        lock(&self.running).retain(|(id, _), _| id != session_id);
     }
 
     /// Counts `stored` (the session's stored messages from `from.counted`, or all of
@@ -213,7 +271,7 @@ impl Pieces {
         &self,
         session_id: &str,
         format: Format,
-        system: Option<&str>,
+        (system, revision): (Option<&str>, u64),
         options: &Options,
         from: Option<Running>,
         stored: &[std::sync::Arc<Message>],
@@ -265,6 +323,8 @@ impl Pieces {
                 counted: base + stored.len(),
                 start,
                 last: (last.id.clone().unwrap_or_default(), last.created_at.clone()),
+                last_hash: key(0, last, 0).unwrap_or_default(),
+                revision,
                 tally: tally.clone(),
                 clearable,
             };
