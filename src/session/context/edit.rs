@@ -198,12 +198,8 @@ mod tests {
     fn run<R>(history: &mut Vec<Message>, f: impl FnOnce(&mut Body) -> R) -> R {
         let (options, pieces) = (crate::session::export::Options::default(), super::super::Pieces::default());
         let messages: Vec<std::sync::Arc<Message>> = history.drain(..).map(std::sync::Arc::new).collect();
-        let n = messages.len();
-        let (origin, marks) = ((0..n).collect(), vec![0; n]);
-        let format = Format::AnthropicMessages;
-        let names = Default::default();
-        let mut body =
-            Body { format, system: None, options: &options, messages, origin, marks, pieces: &pieces, names };
+        let origin = (0..messages.len()).collect();
+        let mut body = Body::new((Format::AnthropicMessages, None, &options), messages, origin, &pieces);
         let done = f(&mut body);
         *history = body.messages.into_iter().map(std::sync::Arc::unwrap_or_clone).collect();
         done

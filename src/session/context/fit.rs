@@ -35,21 +35,25 @@ fn one() -> u64 {
 /// One step toward fitting.
 #[derive(Debug, Clone, Copy)]
 enum Step {
-    /// Clear the tool result at this index.
-    Result(usize),
-    /// Leave out the reasoning of the assistant message at this index.
-    Thinking(usize),
+    /// Clear the tool result, or leave out the reasoning, of the message at this index.
+    Clear(usize),
     /// Leave out the messages of this range, a whole turn.
     Turn(usize, usize),
 }
 
 impl Fit {
-    /// Makes `body` fit, or says by how much it cannot (1005 with the smallest body's
-    /// tokens).
-    pub(crate) fn apply(&self, body: &mut Body) -> Result<Fitted> {
+    /// -32602 for a `keep_turns` of 0.
+    pub(crate) fn check(&self) -> Result<()> {
         if self.keep_turns == 0 {
             return Err(Error::invalid("fit.keep_turns: must be at least 1"));
         }
+        Ok(())
+    }
+
+    /// Makes `body` fit, or says by how much it cannot (1005 with the smallest body's
+    /// tokens).
+    pub(crate) fn apply(&self, body: &mut Body) -> Result<Fitted> {
+        self.check()?;
         let max = usize::try_from(self.max_tokens).unwrap_or(usize::MAX);
         let tokens_before = body.tokens();
         let mut fitted = Fitted { tokens_before, tokens: tokens_before, ..Fitted::default() };
@@ -60,7 +64,7 @@ impl Fit {
         let kept = turns_cut(messages.len(), messages.iter().rev().map(|m| m.role), self.keep_turns);
         let results = (0..kept).filter(|&i| messages[i].role == Role::Tool);
         let thinking = with_reasoning(messages, body.format).into_iter().filter(|&i| i < kept);
-        let mut steps: Vec<Step> = results.map(Step::Result).chain(thinking.map(Step::Thinking)).collect();
+        let mut steps: Vec<Step> = results.chain(thinking).map(Step::Clear).collect();
         steps.extend(turns(&messages[..kept]).into_iter().map(|(a, b)| Step::Turn(a, b)));
 
         let mut left_out = vec![false; body.messages.len()];
@@ -74,12 +78,12 @@ impl Fit {
             while taken < steps.len() && estimate > max {
                 let saving = match steps[taken] {
                     // Cleared only when that saves tokens (a short result may not).
-                    Step::Result(i) | Step::Thinking(i) => {
+                    Step::Clear(i) => {
                         let saving = fit_saving(body, i);
                         if saving > 0 {
                             fit_clear(body, i);
-                            match steps[taken] {
-                                Step::Result(_) => fitted.cleared_tool_results += 1,
+                            match body.messages[i].role {
+                                Role::Tool => fitted.cleared_tool_results += 1,
                                 _ => fitted.cleared_thinking_turns += 1,
                             }
                         }

@@ -121,7 +121,19 @@ pub(crate) struct Body<'a> {
     pub names: std::cell::OnceCell<Arc<serde_json::Map<String, serde_json::Value>>>,
 }
 
-impl Body<'_> {
+impl<'a> Body<'a> {
+    /// A body of `messages`, which came from history indexes `origin`, nothing done to
+    /// them yet.
+    pub fn new(
+        (format, system, options): (Format, Option<&'a str>, &'a Options),
+        messages: Vec<Arc<Message>>,
+        origin: Vec<usize>,
+        pieces: &'a Pieces,
+    ) -> Self {
+        let marks = vec![0; messages.len()];
+        Body { format, system, options, messages, origin, marks, pieces, names: Default::default() }
+    }
+
     /// The body of the messages left, its sources and warnings naming history indexes.
     pub fn export(&self) -> Export {
         let mut done = export::export_with(self.format, self.system, &self.messages, self.options);
@@ -186,8 +198,8 @@ pub fn prepare(
     pieces: &Pieces,
     build: bool,
 ) -> Result<Prepared> {
-    let (origin, marks) = ((0..messages.len()).collect(), vec![0; messages.len()]);
-    let mut body = Body { format, system, options, messages, origin, marks, pieces, names: Default::default() };
+    let origin = (0..messages.len()).collect();
+    let mut body = Body::new((format, system, options), messages, origin, pieces);
     let mut skipped = None;
     if context.compaction == CompactionMode::Use
         && let Some(start) = latest_compaction(&body.messages, format, options).filter(|&i| i > 0)
@@ -262,9 +274,7 @@ pub fn prepare_from_end(
     else {
         return Ok(FromEnd::Whole);
     };
-    if fit.keep_turns == 0 {
-        return Err(crate::error::Error::invalid("fit.keep_turns: must be at least 1"));
-    }
+    fit.check()?;
     let (body, fitted) = match tail::fit_from_end(fit, format, system, options, pieces, running, tokens_before, end)? {
         tail::Tail::Fitted(body, fitted) => (body, fitted),
         tail::Tail::More => return Ok(FromEnd::More),
@@ -298,7 +308,7 @@ pub fn validate(
 /// The index of the latest message that export to `format` replays as a compaction
 /// point: its native body is of that format (and model, when one is asked for) and
 /// holds a compaction.
-fn latest_compaction(messages: &[Arc<Message>], format: Format, options: &Options) -> Option<usize> {
+pub(crate) fn latest_compaction(messages: &[Arc<Message>], format: Format, options: &Options) -> Option<usize> {
     messages.iter().rposition(|m| {
         m.native.as_deref().is_some_and(|n| {
             n.format == format

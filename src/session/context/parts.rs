@@ -30,17 +30,8 @@ impl<'a> Parts<'a> {
     }
 
     fn body(&self, messages: Vec<Arc<Message>>) -> Body<'_> {
-        let n = messages.len();
-        Body {
-            format: self.format,
-            system: self.system,
-            options: &self.options,
-            messages,
-            origin: (0..n).collect(),
-            marks: vec![0; n],
-            pieces: self.pieces,
-            names: Default::default(),
-        }
+        let origin = (0..messages.len()).collect();
+        Body::new((self.format, self.system, &self.options), messages, origin, self.pieces)
     }
 
     /// The tokens of a request of `messages`.

@@ -279,17 +279,7 @@ impl Pieces {
     ) -> Option<(usize, usize)> {
         let print = fingerprint(format, options);
         let base = from.as_ref().map_or(0, |r| r.counted);
-        let point = |m: &Message| {
-            m.native.as_deref().is_some_and(|n| {
-                n.format == format
-                    && crate::session::native::is_compaction_point(n)
-                    && options
-                        .model
-                        .as_deref()
-                        .is_none_or(|w| crate::session::native::model_matches(n.model.as_deref(), w))
-            })
-        };
-        let fresh_start = stored.iter().rposition(|m| point(m));
+        let fresh_start = super::latest_compaction(stored, format, options);
         if from.is_some()
             && (fresh_start.is_some()
                 || (format == Format::GeminiContents && stored.iter().any(|m| m.role == crate::session::Role::Tool)))

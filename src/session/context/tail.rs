@@ -67,7 +67,7 @@ pub(super) fn fit_from_end<'a>(
     let offset = messages.len();
     origin.extend(end.first..end.first + tail.len());
     messages.extend(tail.iter().cloned());
-    let mut body = body_of(format, system, options, pieces, messages, origin);
+    let mut body = Body::new((format, system, options), messages, origin, pieces);
     // What clearing would save of the kept turns' stored messages, which fit never
     // clears: taken from what clearing all would save.
     let (mut kept_results, mut kept_reasoning, mut kept_savings) = (0, 0, 0);
@@ -134,16 +134,4 @@ pub(super) fn fit_from_end<'a>(
         turns_left_out: clearable.turns.saturating_sub(kept_turns),
     };
     Ok(Tail::Fitted(fitted_body, fitted))
-}
-
-fn body_of<'a>(
-    format: Format,
-    system: Option<&'a str>,
-    options: &'a Options,
-    pieces: &'a Pieces,
-    messages: Vec<Arc<Message>>,
-    origin: Vec<usize>,
-) -> Body<'a> {
-    let marks = vec![0; messages.len()];
-    Body { format, system, options, messages, origin, marks, pieces, names: Default::default() }
 }
