@@ -91,7 +91,8 @@ func (c *Client) AddAssistant(ctx context.Context, params AddAssistantParams) (*
 }
 
 // AddToolResult appends the result of an unanswered call of the trailing group
-// (session/add_tool_result); ErrInvalidSequence when the rules refuse it.
+// (session/add_tool_result), with the images the tool returned, if any;
+// ErrInvalidSequence when the rules refuse it.
 func (c *Client) AddToolResult(ctx context.Context, params AddToolResultParams) (*Added, error) {
 	once := c.exactlyOnce()
 	params.MessageID = messageID(params.MessageID, once)
@@ -103,8 +104,9 @@ func (c *Client) AddToolResult(ctx context.Context, params AddToolResultParams) 
 // content and tool calls derived, its Usage normalised and summed into the session's,
 // and params.Metadata merged with {response_id, stop_reason}. The rules of AddAssistant
 // apply. ToolCallIDs are the ids the turn's results must name. A response not of
-// params.Format, or with no assistant output (failed, refused with no content, no
-// candidate), is ErrInvalidParams, and nothing is stored.
+// params.Format, or with no assistant output (failed, refused with no content, stopped by
+// the content filter with no content, no candidate), is ErrInvalidParams, and nothing is
+// stored.
 func (c *Client) AddResponse(ctx context.Context, params AddResponseParams) (*AddedResponse, error) {
 	once := c.exactlyOnce()
 	params.MessageID = messageID(params.MessageID, once)

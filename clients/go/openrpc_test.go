@@ -224,7 +224,7 @@ func TestSchemasMatch(t *testing.T) {
 	if err := json.Unmarshal(doc.Components.Schemas["Format"], &format); err != nil {
 		t.Fatal(err)
 	}
-	ours := []string{string(convo.FormatOpenAIChat), string(convo.FormatOpenAIResponses), string(convo.FormatAnthropicMessages), string(convo.FormatGeminiContents)}
+	ours := []string{string(convo.FormatOpenAIChat), string(convo.FormatOpenAIResponses), string(convo.FormatAnthropicMessages), string(convo.FormatGeminiContents), string(convo.FormatGeminiInteractions)}
 	if got, want := sorted(ours), sorted(format.Enum); got != want {
 		t.Errorf("the Format constants are [%s], openrpc.json's [%s]", got, want)
 	}

@@ -63,6 +63,8 @@ func nativeBody(t *testing.T, format convo.Format, response json.RawMessage) jso
 		return pick(t, response, "choices", "0", "message")
 	case convo.FormatGeminiContents:
 		return pick(t, response, "candidates", "0", "content")
+	case convo.FormatGeminiInteractions:
+		return pick(t, response, "steps")
 	}
 	t.Fatalf("format %q", format)
 	return nil
@@ -117,11 +119,15 @@ func TestAddResponse(t *testing.T) {
 			[]string{"gemini_thought_signatures.json", "gemini_final.json"},
 			[][]string{{"call_1", "call_2"}, {}}, // Gemini gave no ids: call_<n>
 			usage(5210+5402, 96+412+88+230, 4096+5120, 0, 412+230)},
+		{"gemini interactions", convo.FormatGeminiInteractions, "gemini-3.1-pro-preview",
+			[]string{"gemini_interactions_thought_calls.json", "gemini_interactions_final.json"},
+			[][]string{{"isykdkwf", "obimjy3p"}, {}},
+			usage(96+231, 58+212+47+64, 0, 0, 212+64)}, // output counts thoughts
 	}
 	c := start(t)
 	ctx := ctxT(t)
 	info := c.ServerInfo()
-	if got := info.Capabilities.Formats; len(got) != 4 || !containsFormat(got, convo.FormatOpenAIResponses) {
+	if got := info.Capabilities.Formats; len(got) != 5 || !containsFormat(got, convo.FormatGeminiInteractions) {
 		t.Fatalf("initialize: formats %v", got)
 	}
 	for i, loop := range loops {
@@ -196,12 +202,13 @@ func TestAddResponse(t *testing.T) {
 			}
 
 			// Exported to the same format, each turn is in the body byte for byte (the
-			// Responses API's output items spliced into input), with nothing to warn of.
+			// Responses API's output items and the Interaction's steps spliced into
+			// input), with nothing to warn of.
 			ex := must[*convo.Exported](t)(c.Export(ctx, convo.ExportParams{SessionID: id, Format: loop.format, Model: loop.model}))
 			payload := compact(t, ex.Payload)
 			for k, body := range bodies {
 				want := compact(t, body)
-				if loop.format == convo.FormatOpenAIResponses {
+				if loop.format == convo.FormatOpenAIResponses || loop.format == convo.FormatGeminiInteractions {
 					want = want[1 : len(want)-1]
 				}
 				if !strings.Contains(payload, want) {
@@ -286,6 +293,9 @@ func TestAddResponseRefused(t *testing.T) {
 		{convo.FormatOpenAIResponses, fixture(t, "openai_responses_failed.json"), "no assistant output"},
 		{convo.FormatAnthropicMessages, fixture(t, "anthropic_refusal_empty.json"), "no assistant output"},
 		{convo.FormatGeminiContents, fixture(t, "gemini_no_candidates.json"), "no assistant output"},
+		{convo.FormatGeminiInteractions, fixture(t, "gemini_interactions_failed.json"), "its status is failed"},
+		{convo.FormatOpenAIChat, fixture(t, "openai_chat_content_filter.json"), "content filter"},
+		{convo.FormatGeminiInteractions, fixture(t, "gemini_final.json"), "Interaction"},
 		{convo.FormatOpenAIChat, fixture(t, "anthropic_final_answer.json"), "chat.completion"},
 		{convo.FormatAnthropicMessages, fixture(t, "openai_chat_tool_calls.json"), "response"},
 		{convo.FormatAnthropicMessages, json.RawMessage(`"not an object"`), "response"},
@@ -544,5 +554,48 @@ func TestRuntimeResponseAnswer(t *testing.T) {
 	<-payloads
 	if after := must[*convo.SessionInfo](t)(c.GetSession(ctx, convo.GetSessionParams{SessionID: "rt"})); after.Revision != s.Revision {
 		t.Fatalf("a refused answer changed the session: %+v", after)
+	}
+}
+
+// TestAddResponseInteractionWithoutID: an Interaction that was not stored (store: false)
+// has no id; its turn is stored all the same, with a null response_id.
+func TestAddResponseInteractionWithoutID(t *testing.T) {
+	c := start(t)
+	ctx := ctxT(t)
+	must[*convo.SessionInfo](t)(c.CreateSession(ctx, convo.CreateSessionParams{SessionID: "i"}))
+	must[*convo.Added](t)(c.AddUser(ctx, convo.AddUserParams{SessionID: "i", Text: "Name Spain's three largest cities."}))
+	response := fixture(t, "gemini_interactions_stateless.json")
+	got := must[*convo.AddedResponse](t)(c.AddResponse(ctx, convo.AddResponseParams{SessionID: "i", Format: convo.FormatGeminiInteractions, Response: response}))
+	if len(got.ToolCallIDs) != 0 {
+		t.Fatalf("tool_call_ids %q", got.ToolCallIDs)
+	}
+	h := must[*convo.History](t)(c.History(ctx, convo.HistoryParams{SessionID: "i"}))
+	m := h.Messages[1]
+	if compact(t, m.Metadata) != `{"response_id":null,"stop_reason":"completed"}` || compact(t, m.Native.Body) != compact(t, pick(t, response, "steps")) {
+		t.Fatalf("metadata %s, native %s", m.Metadata, m.Native.Body)
+	}
+}
+
+// TestToolResultImages: AddToolResult's Images go inside the tool_result of an
+// anthropic_messages export; Chat Completions leaves them out with a warning.
+func TestToolResultImages(t *testing.T) {
+	c := start(t)
+	ctx := ctxT(t)
+	must[*convo.SessionInfo](t)(c.CreateSession(ctx, convo.CreateSessionParams{SessionID: "s"}))
+	must[*convo.Added](t)(c.AddUser(ctx, convo.AddUserParams{SessionID: "s", Text: "Take a screenshot."}))
+	call := must[convo.ToolCall](t)(convo.NewToolCall("c1", "screenshot", map[string]any{}))
+	must[*convo.Added](t)(c.AddAssistant(ctx, convo.AddAssistantParams{SessionID: "s", ToolCalls: []convo.ToolCall{call}}))
+	const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==" // 1×1
+	must[*convo.Added](t)(c.AddToolResult(ctx, convo.AddToolResultParams{SessionID: "s", ToolCallID: "c1", Content: convo.Text("the screen"), Images: []string{png}}))
+
+	ex := must[*convo.Exported](t)(c.Export(ctx, convo.ExportParams{SessionID: "s", Format: convo.FormatAnthropicMessages}))
+	want := `{"role":"user","content":[{"type":"tool_result","tool_use_id":"c1","content":[{"type":"text","text":"the screen"},` +
+		`{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + png + `"}}]}]}`
+	if got := compact(t, pick(t, ex.Payload, "messages", "2")); got != want || len(ex.Warnings) != 0 {
+		t.Fatalf("the tool_result:\n  %s\nnot\n  %s (warnings %+v)", got, want, ex.Warnings)
+	}
+	chat := must[*convo.Exported](t)(c.Export(ctx, convo.ExportParams{SessionID: "s", Format: convo.FormatOpenAIChat}))
+	if len(chat.Warnings) != 1 || !strings.Contains(chat.Warnings[0].Message, `"c1"`) {
+		t.Fatalf("chat warnings %+v", chat.Warnings)
 	}
 }

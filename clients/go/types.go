@@ -25,10 +25,11 @@ type Format string
 // The provider formats convo converts to (InitializeResult's Capabilities.Formats lists
 // them).
 const (
-	FormatOpenAIChat        Format = "openai_chat"      // Chat Completions
-	FormatOpenAIResponses   Format = "openai_responses" // the Responses API
-	FormatAnthropicMessages Format = "anthropic_messages"
-	FormatGeminiContents    Format = "gemini_contents"
+	FormatOpenAIChat         Format = "openai_chat"      // Chat Completions
+	FormatOpenAIResponses    Format = "openai_responses" // the Responses API
+	FormatAnthropicMessages  Format = "anthropic_messages"
+	FormatGeminiContents     Format = "gemini_contents"     // Gemini's generateContent
+	FormatGeminiInteractions Format = "gemini_interactions" // Gemini's Interactions API
 )
 
 // Ptr returns a pointer to v: convo.Ptr(int64(3)) for an ExpectedRevision, convo.Ptr(false)
@@ -492,9 +493,13 @@ type AddToolResultParams struct {
 	SessionID  string `json:"session_id"`
 	ToolCallID string `json:"tool_call_id"`
 	// Content: Text("…"), Parts(…), or nil for null.
-	Content          Content `json:"content"`
-	MessageID        string  `json:"message_id,omitempty"`
-	ExpectedRevision *int64  `json:"expected_revision,omitempty"`
+	Content Content `json:"content"`
+	// Images are what the tool returned as images (a screenshot, a plot), base64
+	// strings: exported inside the result where the format carries them (Chat
+	// Completions leaves them out, with a warning naming the call).
+	Images           []string `json:"images,omitempty"`
+	MessageID        string   `json:"message_id,omitempty"`
+	ExpectedRevision *int64   `json:"expected_revision,omitempty"`
 }
 
 // AddMessageParams are session/add_message's params.
@@ -523,7 +528,9 @@ type AddResponseParams struct {
 	// Format names what Response is: FormatOpenAIChat a "chat.completion",
 	// FormatOpenAIResponses a "response" (or the compact endpoint's
 	// "response.compaction", stored as a compaction point), FormatAnthropicMessages a
-	// "message", FormatGeminiContents a GenerateContentResponse (candidate 0 is stored).
+	// "message", FormatGeminiContents a GenerateContentResponse (candidate 0 is stored),
+	// FormatGeminiInteractions an Interaction (object "interaction", "completed" or
+	// "requires_action"; no id when it was not stored; its steps are stored).
 	Format Format `json:"format"`
 	// Response is the provider's whole response object, the bytes of the HTTP body as
 	// the host received them (a streaming host: the assembled object). It is sent as
@@ -697,8 +704,8 @@ type FromDictParams struct {
 	Repair           bool   `json:"repair,omitempty"`
 	ExpectedRevision *int64 `json:"expected_revision,omitempty"`
 	// Format reads Data as that provider's request body (FormatOpenAIChat,
-	// FormatOpenAIResponses, FormatAnthropicMessages, FormatGeminiContents): the inverse
-	// of Export. Each assistant turn is kept whole as a message with Native.
+	// FormatOpenAIResponses, FormatAnthropicMessages, FormatGeminiContents,
+	// FormatGeminiInteractions): the inverse of Export. Each assistant turn is kept whole as a message with Native.
 	Format string `json:"format,omitempty"`
 	// SessionID names the imported session, with Format only.
 	SessionID string `json:"session_id,omitempty"`
@@ -930,8 +937,9 @@ type ImageData struct {
 type Exported struct {
 	// Payload: openai_chat {messages}; openai_responses {instructions?, input};
 	// anthropic_messages {system?, messages}; gemini_contents {system_instruction?,
-	// contents}. A message whose Native is of the format (and, with Model, of that
-	// model) is in it byte for byte.
+	// contents}; gemini_interactions {system_instruction?, input} (steps). A message
+	// whose Native is of the format (and, with Model, of that model) is in it byte for
+	// byte.
 	Payload  json.RawMessage `json:"payload"`
 	Warnings []Warning       `json:"warnings"`
 	// Context is set when the messages before a compaction point were left out.

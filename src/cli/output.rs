@@ -198,6 +198,8 @@ pub enum FormatArg {
     AnthropicMessages,
     #[value(name = "gemini_contents")]
     GeminiContents,
+    #[value(name = "gemini_interactions")]
+    GeminiInteractions,
 }
 
 impl From<FormatArg> for Format {
@@ -207,6 +209,7 @@ impl From<FormatArg> for Format {
             FormatArg::OpenaiResponses => Format::OpenaiResponses,
             FormatArg::AnthropicMessages => Format::AnthropicMessages,
             FormatArg::GeminiContents => Format::GeminiContents,
+            FormatArg::GeminiInteractions => Format::GeminiInteractions,
         }
     }
 }

@@ -194,6 +194,10 @@ pub fn from_response(format: Format, response: &Value) -> Result<Response> {
             let message = choice.and_then(|c| c.get("message")).filter(|m| m.is_object());
             let message = message.ok_or_else(|| no_output(format, "it has no `choices[0].message`"))?;
             let stop = choice.and_then(|c| c.get("finish_reason")).and_then(Value::as_str).map(str::to_owned);
+            let said = |key: &str| message.get(key).is_some_and(|v| !v.is_null() && *v != json!("") && *v != json!([]));
+            if stop.as_deref() == Some("content_filter") && !said("content") && !said("tool_calls") {
+                return Err(no_output(format, "it was stopped by the content filter with no content"));
+            }
             (message.clone(), text("model"), stop, chat_usage(object.get("usage")))
         }
         Format::GeminiContents => {
@@ -206,6 +210,20 @@ pub fn from_response(format: Format, response: &Value) -> Result<Response> {
             let content = content.ok_or_else(|| no_output(format, "its candidate has no `content.parts`"))?;
             let stop = candidate.get("finishReason").and_then(Value::as_str).map(str::to_owned);
             (content.clone(), text("modelVersion"), stop, gemini_usage(object.get("usageMetadata")))
+        }
+        // An Interaction (`object: "interaction"`): its `steps` are the turn; `id` is
+        // absent when it was not stored.
+        Format::GeminiInteractions => {
+            if text("object").as_deref().is_some_and(|o| o != "interaction") || !object.contains_key("status") {
+                return Err(expected(format, "an Interaction (object \"interaction\", with `status`)"));
+            }
+            let status = text("status");
+            if matches!(status.as_deref(), Some("failed" | "cancelled")) {
+                return Err(no_output(format, &format!("its status is {}", status.unwrap_or_default())));
+            }
+            let steps = object.get("steps").filter(|s| s.as_array().is_some_and(|s| !s.is_empty()));
+            let steps = steps.ok_or_else(|| no_output(format, "it has no `steps`"))?;
+            (steps.clone(), text("model"), status, interactions_usage(object.get("usage")))
         }
     };
     let response_id = match format {
@@ -282,6 +300,18 @@ fn chat_usage(usage: Option<&Value>) -> Usage {
         cache_read_tokens: n(usage, "/prompt_tokens_details/cached_tokens"),
         cache_write_tokens: n(usage, "/prompt_tokens_details/cache_write_tokens"),
         reasoning_tokens: n(usage, "/completion_tokens_details/reasoning_tokens"),
+    }
+}
+
+/// The Interactions API's usage: output counting the thought tokens, as Gemini's does.
+fn interactions_usage(usage: Option<&Value>) -> Usage {
+    let thoughts = n(usage, "/total_thought_tokens");
+    Usage {
+        input_tokens: n(usage, "/total_input_tokens"),
+        output_tokens: sum(&[n(usage, "/total_output_tokens"), thoughts]),
+        cache_read_tokens: n(usage, "/total_cached_tokens"),
+        cache_write_tokens: None,
+        reasoning_tokens: thoughts,
     }
 }
 
@@ -379,6 +409,24 @@ pub fn derive(native: &Native) -> Result<Common> {
                 }
             }
         }
+        Format::GeminiInteractions => {
+            let steps = body.as_array().ok_or_else(|| bad("must be the Interaction's `steps`"))?;
+            for step in steps {
+                match step.get("type").and_then(Value::as_str) {
+                    Some("model_output") => {
+                        let blocks = step.get("content").and_then(Value::as_array).into_iter().flatten();
+                        texts.extend(blocks.filter(|b| b["type"] == "text").map(|b| string(b, "text")));
+                    }
+                    Some("function_call") => calls.push(Call {
+                        id: step.get("id").and_then(Value::as_str).map(str::to_owned),
+                        name: string(step, "name"),
+                        arguments: arguments(step.get("arguments")),
+                    }),
+                    Some(_) => {}
+                    None => return Err(bad("each step must have a `type`")),
+                }
+            }
+        }
     }
     Ok(Common { texts, calls })
 }
@@ -438,7 +486,24 @@ pub fn has_reasoning(native: &Native) -> bool {
             .into_iter()
             .flatten()
             .any(|p| p.get("thought") == Some(&Value::Bool(true)) || p.get("thoughtSignature").is_some()),
+        Format::GeminiInteractions => items().any(|s| s["type"] == "thought"),
     }
+}
+
+/// The types of a body's steps that only its own format can carry: the Interactions
+/// API's steps of built-in tools (`google_search_call`, `code_execution_result`, …),
+/// each named once, in order.
+pub fn own_steps(native: &Native) -> Vec<&str> {
+    const COMMON: &[&str] = &["user_input", "model_output", "thought", "function_call", "function_result"];
+    let mut found: Vec<&str> = Vec::new();
+    if native.format == Format::GeminiInteractions {
+        for kind in native.body.as_array().into_iter().flatten().filter_map(|s| s["type"].as_str()) {
+            if !COMMON.contains(&kind) && !found.contains(&kind) {
+                found.push(kind);
+            }
+        }
+    }
+    found
 }
 
 /// Whether a native body holds a provider's compaction that stands for everything before
@@ -449,7 +514,7 @@ pub fn is_compaction_point(native: &Native) -> bool {
     match native.format {
         Format::AnthropicMessages => items.any(|b| b["type"] == "compaction" && b["content"].is_string()),
         Format::OpenaiResponses => items.any(|i| i["type"] == "compaction"),
-        Format::OpenaiChat | Format::GeminiContents => false,
+        Format::OpenaiChat | Format::GeminiContents | Format::GeminiInteractions => false,
     }
 }
 
@@ -485,6 +550,11 @@ pub fn strip_reasoning(native: &mut Native) -> bool {
                 for part in parts.iter_mut().filter_map(Value::as_object_mut) {
                     part.remove("thoughtSignature");
                 }
+            }
+        }
+        Format::GeminiInteractions => {
+            if let Some(steps) = native.body.as_array_mut() {
+                steps.retain(|s| s["type"] != "thought");
             }
         }
     }
@@ -604,12 +674,45 @@ mod tests {
             (Format::OpenaiResponses, "openai_responses_failed"),
             (Format::AnthropicMessages, "anthropic_refusal_empty"),
             (Format::GeminiContents, "gemini_no_candidates"),
+            (Format::GeminiInteractions, "gemini_interactions_failed"),
+            (Format::OpenaiChat, "openai_chat_content_filter"),
         ] {
             let error = from_response(format, &fixture(name)).unwrap_err().to_string();
             assert!(error.contains("carries no assistant output"), "{name}: {error}");
         }
         let error = from_response(Format::OpenaiChat, &fixture("anthropic_final_answer")).unwrap_err().to_string();
         assert!(error.contains("as Chat Completions returns one"), "{error}");
+    }
+
+    #[test]
+    fn an_interactions_turn_keeps_its_steps_and_derives_text_and_calls() {
+        let response = fixture("gemini_interactions_thought_calls");
+        let read = from_response(Format::GeminiInteractions, &response).unwrap();
+        assert_eq!(read.native.body, response["steps"], "the steps, as they came");
+        assert_eq!(read.native.model.as_deref(), Some("gemini-3.1-pro-preview"));
+        assert_eq!(read.stop_reason.as_deref(), Some("requires_action"));
+        assert_eq!(read.response_id, response["id"].as_str().map(str::to_owned));
+        let usage = Usage {
+            input_tokens: Some(96),
+            output_tokens: Some(58 + 212),
+            cache_read_tokens: Some(0),
+            cache_write_tokens: None,
+            reasoning_tokens: Some(212),
+        };
+        assert_eq!(read.usage, usage);
+        let common = derive(&read.native).unwrap();
+        assert_eq!(common.content(), json!("I'll check the current weather in Paris and London."));
+        let calls = common.tool_calls().unwrap();
+        assert_eq!(calls[0]["id"], "isykdkwf");
+        assert_eq!(calls[1]["arguments"], json!({"location": "London, UK", "unit": "celsius"}));
+        assert!(has_reasoning(&read.native));
+        let mut stripped = read.native.clone();
+        assert!(strip_reasoning(&mut stripped));
+        assert_eq!(stripped.body.as_array().unwrap().len(), 3, "the thought step left out");
+        let stateless = from_response(Format::GeminiInteractions, &fixture("gemini_interactions_stateless")).unwrap();
+        assert_eq!((stateless.response_id, stateless.stop_reason.as_deref()), (None, Some("completed")));
+        let builtin = from_response(Format::GeminiInteractions, &fixture("gemini_interactions_builtin_tool")).unwrap();
+        assert_eq!(own_steps(&builtin.native), ["google_search_call", "google_search_result"]);
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod durable;
 mod export;
 mod fleet;
 mod history;
+mod interactions;
 mod lifecycle;
 mod lua;
 mod messages;

@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 
 use crate::harness::{Backend, Framing, Place, Server};
 
-const FORMATS: [&str; 4] = ["openai_chat", "openai_responses", "anthropic_messages", "gemini_contents"];
+const FORMATS: [&str; 5] =
+    ["openai_chat", "openai_responses", "anthropic_messages", "gemini_contents", "gemini_interactions"];
 
 pub fn fixture(name: &str) -> Value {
     let path = format!("{}/tests/fixtures/providers/{name}.json", env!("CARGO_MANIFEST_DIR"));
@@ -26,12 +27,17 @@ struct Loop {
     answer: &'static str,
 }
 
-const LOOPS: [Loop; 5] = [
+const LOOPS: [Loop; 6] = [
     Loop { format: "anthropic_messages", calls: "anthropic_thinking_tool_use", answer: "anthropic_final_answer" },
     Loop { format: "openai_responses", calls: "openai_responses_reasoning_calls", answer: "openai_responses_final" },
     Loop { format: "openai_chat", calls: "openai_chat_tool_calls", answer: "anthropic_redacted_thinking" },
     Loop { format: "openai_chat", calls: "deepseek_chat_reasoning_content", answer: "" },
     Loop { format: "gemini_contents", calls: "gemini_thought_signatures", answer: "gemini_final" },
+    Loop {
+        format: "gemini_interactions",
+        calls: "gemini_interactions_thought_calls",
+        answer: "gemini_interactions_final",
+    },
 ];
 
 /// The part of a response a message keeps as its native body.
@@ -41,6 +47,7 @@ fn body_of(format: &str, response: &Value) -> Value {
         "openai_responses" => response["output"].clone(),
         "openai_chat" => response["choices"][0]["message"].clone(),
         "gemini_contents" => response["candidates"][0]["content"].clone(),
+        "gemini_interactions" => response["steps"].clone(),
         other => panic!("no format {other}"),
     }
 }
@@ -49,6 +56,7 @@ fn body_of(format: &str, response: &Value) -> Value {
 fn format_of(name: &str) -> &'static str {
     match name.split('_').next().unwrap() {
         "anthropic" => "anthropic_messages",
+        _ if name.starts_with("gemini_interactions") => "gemini_interactions",
         "gemini" => "gemini_contents",
         _ if name.starts_with("openai_responses") => "openai_responses",
         _ => "openai_chat",
@@ -103,13 +111,15 @@ fn assistant_pieces(format: &str, payload: &Value) -> Vec<Value> {
         "gemini_contents" => {
             payload["contents"].as_array().unwrap().iter().filter(|c| c["role"] == "model").cloned().collect()
         }
-        "openai_responses" => {
-            // Runs of the assistant's items, each run one piece.
+        "openai_responses" | "gemini_interactions" => {
+            // Runs of the assistant's items (the model's steps), each run one piece.
             let mut runs: Vec<Vec<Value>> = Vec::new();
             let mut open = false;
             for item in payload["input"].as_array().unwrap() {
-                let mine = item["type"] != "function_call_output"
-                    && !(item["type"] == "message" && item["role"] != "assistant");
+                let theirs =
+                    matches!(item["type"].as_str(), Some("function_call_output" | "user_input" | "function_result"))
+                        || (item["type"] == "message" && item["role"] != "assistant");
+                let mine = !theirs;
                 match (mine, open) {
                     (true, true) => runs.last_mut().unwrap().push(item.clone()),
                     (true, false) => runs.push(vec![item.clone()]),
@@ -266,6 +276,8 @@ fn refusals_change_nothing(s: &mut Server) {
         ("openai_responses", "openai_responses_failed"),
         ("anthropic_messages", "anthropic_refusal_empty"),
         ("gemini_contents", "gemini_no_candidates"),
+        ("gemini_interactions", "gemini_interactions_failed"),
+        ("openai_chat", "openai_chat_content_filter"),
     ] {
         let e = s.fail(
             "session/add_response",

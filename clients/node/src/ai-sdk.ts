@@ -19,7 +19,10 @@
  *   stay one group. One whose reasoning carries Anthropic signatures
  *   (`providerOptions.anthropic.signature` / `redactedData`) is stored with `native`
  *   (`anthropic_messages`: thinking, text and tool_use blocks), so convo's Anthropic
- *   export replays the thinking;
+ *   export replays the thinking; one whose reasoning carries the signatures of Google's
+ *   Interactions provider (`google.interactions()`: `providerOptions.google.signature`)
+ *   likewise, as that API's steps (`gemini_interactions`: thought, model_output and
+ *   function_call steps);
  * - a tool message is one convo tool message per tool result; a tool message of
  *   approval responses only is kept with the message before it.
  * Each convo message keeps the AI SDK message it came from in `metadata.ai_sdk` (bytes
@@ -179,6 +182,8 @@ function assistantMessage(message: AssistantModelMessage): MessageInput {
   const parts = message.content as Part[];
   const body = anthropicBody(parts);
   if (body) return { role: "assistant", native: { format: "anthropic_messages", model: null, body }, metadata: kept(message) };
+  const steps = interactionsSteps(parts);
+  if (steps) return { role: "assistant", native: { format: "gemini_interactions", model: null, body: steps }, metadata: kept(message) };
   const texts = parts.filter((p) => p.type === "text").map((p) => String(p["text"]));
   const tool_calls = parts
     .filter((p) => p.type === "tool-call" && p["providerExecuted"] !== true)
@@ -221,6 +226,48 @@ function anthropicBody(parts: Part[]): object[] | null {
   }
   const last = body.at(-1)?.["type"];
   return last === "thinking" || last === "redacted_thinking" ? null : body;
+}
+
+/** What Google's Interactions provider keeps in a part's `providerOptions.google` (and
+ * gives in its `providerMetadata.google`): the step's `signature`, and the `interactionId`
+ * of the Interaction it came from (absent when not stored, `store: false`). */
+interface GoogleInteractionsOptions {
+  signature?: unknown;
+  interactionId?: unknown;
+}
+
+function googleOptions(part: Part): GoogleInteractionsOptions | undefined {
+  return (part["providerOptions"] as { google?: GoogleInteractionsOptions } | undefined)?.google;
+}
+
+/**
+ * An assistant turn whose reasoning Google's Interactions provider signed, as the steps
+ * that provider sends back for it (a thought per reasoning part, with its `signature` and
+ * its text as the summary; adjacent texts one `model_output`; a `function_call` per call):
+ * null unless it has reasoning, every reasoning part carries
+ * `providerOptions.google.signature`, the other parts are text and tool calls the app runs
+ * (object inputs), and it does not end in a thought.
+ */
+function interactionsSteps(parts: Part[]): object[] | null {
+  if (!parts.some((p) => p.type === "reasoning")) return null;
+  const steps: Array<Record<string, unknown>> = [];
+  for (const part of parts) {
+    const signature = googleOptions(part)?.signature;
+    if (part.type === "reasoning") {
+      if (typeof signature !== "string") return null;
+      const text = String(part["text"] ?? "");
+      steps.push({ type: "thought", signature, ...(text !== "" ? { summary: [{ type: "text", text }] } : {}) });
+    } else if (part.type === "text") {
+      if (part["text"] === "") continue;
+      const block = { type: "text", text: part["text"] };
+      const last = steps.at(-1);
+      if (last?.["type"] === "model_output") (last["content"] as object[]).push(block);
+      else steps.push({ type: "model_output", content: [block] });
+    } else if (part.type === "tool-call" && part["providerExecuted"] !== true && isPlainObject(part["input"])) {
+      steps.push({ type: "function_call", id: part["toolCallId"], name: part["toolName"], arguments: part["input"], ...(typeof signature === "string" ? { signature } : {}) });
+    } else return null;
+  }
+  return steps.at(-1)?.["type"] === "thought" ? null : steps;
 }
 
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
@@ -366,6 +413,10 @@ function foreign(message: Message): ModelMessage {
           return { role: "assistant", content: parts as never };
         }
       }
+      if (message.native?.format === "gemini_interactions" && Array.isArray(message.native.body)) {
+        const parts = interactionsParts(message.native.body as Part[], message.metadata?.["response_id"]);
+        if (parts) return { role: "assistant", content: parts as never };
+      }
       const text = contentText(message.content);
       const parts: Part[] = text !== "" ? [{ type: "text", text }] : [];
       for (const call of callsOf(message)) {
@@ -382,4 +433,37 @@ function foreign(message: Message): ModelMessage {
       return { role: "assistant", content: parts as never };
     }
   }
+}
+
+/**
+ * A Gemini Interactions turn stored as it came (session/add_response), as the AI SDK's
+ * Interactions provider gives it: each thought a reasoning part (its summary's texts),
+ * each model_output text a text part, each function_call a tool-call part, every part
+ * with `providerOptions.google` holding its step's `signature` and the Interaction's id
+ * (`interactionId`, from `metadata.response_id`), which that provider reads back. Null
+ * when a step is of another kind (built-in tools, media output): read in the common form.
+ */
+function interactionsParts(steps: Part[], responseId: unknown): Part[] | null {
+  const google = (signature: unknown) => {
+    const options = {
+      ...(typeof signature === "string" ? { signature } : {}),
+      ...(typeof responseId === "string" && responseId !== "" ? { interactionId: responseId } : {}),
+    };
+    return Object.keys(options).length > 0 ? { providerOptions: { google: options } } : {};
+  };
+  const parts: Part[] = [];
+  for (const step of steps) {
+    if (step.type === "thought") {
+      const summary = Array.isArray(step["summary"]) ? (step["summary"] as Part[]) : [];
+      const text = summary.filter((b) => b.type === "text").map((b) => String(b["text"]));
+      parts.push({ type: "reasoning", text: text.join("\n"), ...google(step["signature"]) });
+    } else if (step.type === "model_output") {
+      const blocks = Array.isArray(step["content"]) ? (step["content"] as Part[]) : [];
+      if (!blocks.every((b) => b.type === "text")) return null;
+      for (const b of blocks) parts.push({ type: "text", text: String(b["text"]), ...google(undefined) });
+    } else if (step.type === "function_call") {
+      parts.push({ type: "tool-call", toolCallId: step["id"], toolName: step["name"], input: step["arguments"] ?? {}, ...google(step["signature"]) });
+    } else return null;
+  }
+  return parts;
 }

@@ -330,7 +330,9 @@ export class ConvoClient {
     return this.#append("session/add_assistant", params, options);
   }
 
-  /** `session/add_tool_result`: answers a pending tool call; 1004 when the rules refuse it. */
+  /** `session/add_tool_result`: answers a pending tool call; 1004 when the rules refuse it.
+   * `images` (base64 or `{ref}`): what the tool returned as images (a screenshot, a plot),
+   * exported inside the result where the format carries them. */
   addToolResult(params: P.SessionAddToolResultParams, options?: CallOptions): Promise<P.Added> {
     return this.#append("session/add_tool_result", params, options);
   }
@@ -424,7 +426,7 @@ export class ConvoClient {
   }
 
   /** `session/export`: the provider-ready request body (OpenAI Chat or Responses, Anthropic,
-   * Gemini). A turn appended by `addResponse` in that format is replayed as it came; the
+   * Gemini generateContent or Interactions). A turn appended by `addResponse` in that format is replayed as it came; the
    * body options: `model` (replay only that model's turns), `thinking` (false: Anthropic
    * thinking blocks left out), `store` (false: Responses reasoning that cannot be replayed
    * statelessly left out). The context options (spec section 17) edit the body on its way

@@ -31,5 +31,14 @@ export type {
   RuntimeResponseAnswer,
   RuntimeContext,
 } from "./runtime.js";
-export type { ProviderResponses, ProviderResponse, AddResponseParams } from "./responses.js";
+export type {
+  ProviderResponses,
+  ProviderResponse,
+  AddResponseParams,
+  Interaction,
+  InteractionStep,
+  InteractionContent,
+  InteractionUsage,
+  BuiltInToolStep,
+} from "./responses.js";
 export * from "./protocol.js";

@@ -184,10 +184,10 @@ export type InitializeResult = {
   };
 };
 
-export type Format = "openai_chat" | "openai_responses" | "anthropic_messages" | "gemini_contents";
+export type Format = "openai_chat" | "openai_responses" | "anthropic_messages" | "gemini_contents" | "gemini_interactions";
 
 export type Exported = {
-  /** openai_chat: {messages}; openai_responses: {instructions?, input}; anthropic_messages: {system?, messages}; gemini_contents: {system_instruction?, contents} */
+  /** openai_chat: {messages}; openai_responses: {instructions?, input}; anthropic_messages: {system?, messages}; gemini_contents: {system_instruction?, contents}; gemini_interactions: {system_instruction?, input} (steps) */
   payload: Record<string, unknown>;
   warnings: Array<{
     index: number | null;
@@ -333,7 +333,7 @@ export type Fit = {
   [member: string]: unknown;
 };
 
-/** anthropic_messages: `cache_control: {type: "ephemeral", ttl?}` on the last block of `system` (then a block array), the last eligible block of the body and the last eligible block of the message before the latest assistant turn (text that is not empty, image, document, tool_use, tool_result; never thinking), at most 4 in all. openai_chat and openai_responses: `prompt_cache_key` (and `prompt_cache_retention`). gemini_contents: nothing, with a warning. */
+/** anthropic_messages: `cache_control: {type: "ephemeral", ttl?}` on the last block of `system` (then a block array), the last eligible block of the body and the last eligible block of the message before the latest assistant turn (text that is not empty, image, document, tool_use, tool_result; never thinking), at most 4 in all. openai_chat and openai_responses: `prompt_cache_key` (and `prompt_cache_retention`). gemini_contents and gemini_interactions: nothing, with a warning. */
 export type Cache = boolean | {
   /** anthropic_messages: the breakpoints' TTL (and the system prompt's, without system_ttl). */
   ttl?: "5m" | "1h";
@@ -499,6 +499,11 @@ export type SessionAddToolResultParams = {
   session_id: SessionId;
   tool_call_id: string;
   content: Content;
+  /** What the tool returned as images (a screenshot, a plot): base64 strings, or `{ref}` objects naming images the store holds (unknown: -32602). Exported inside the result where the format carries them (spec section 18); Chat Completions leaves them out with a warning naming the call. */
+  images?: Array<string | {
+    ref: string;
+    [member: string]: unknown;
+  }>;
   /** Exactly once: see MessageId. A host retrying a write that failed with 1006 gives the same id. */
   message_id?: MessageId;
   /** Fail with 1003 and change nothing unless the session's revision is this. */
@@ -525,7 +530,7 @@ export type SessionAddMessageResult = Added;
 /** Params of `session/add_response`. */
 export type SessionAddResponseParams = {
   session_id: SessionId;
-  /** openai_chat: a `chat.completion`; openai_responses: a `response`; anthropic_messages: a `message`; gemini_contents: a `GenerateContentResponse` (candidate 0). */
+  /** openai_chat: a `chat.completion`; openai_responses: a `response`; anthropic_messages: a `message`; gemini_contents: a `GenerateContentResponse` (candidate 0); gemini_interactions: an Interaction (`object: "interaction"`, with or without `id`; `status` completed or requires_action). */
   format: Format;
   response: Record<string, unknown>;
   metadata?: Record<string, unknown> | null;

@@ -151,3 +151,30 @@ test("every protocol method, through its client method", async () => {
   await client.dispose();
   assert.deepEqual(await client.exited, { code: 0, signal: null });
 });
+
+test("addToolResult with images: exported inside the tool_result where the format carries them", async () => {
+  const client = await start();
+  const session_id = "screen";
+  await client.createSession({ session_id });
+  await client.addUser({ session_id, text: "Take a screenshot." });
+  await client.addAssistant({ session_id, text: null, tool_calls: [{ id: "c1", name: "screenshot", arguments: {} }, { id: "c2", name: "screenshot", arguments: {} }] });
+  // A 1×1 PNG.
+  const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+  await client.addToolResult({ session_id, tool_call_id: "c1", content: "the screen", images: [png] });
+  // The same image again, by the ref the store shows it as.
+  const stored = (await client.history({ session_id, images: "ref" })).messages[2];
+  const ref = /** @type {{ref: string}} */ (stored?.images?.[0]);
+  await client.addToolResult({ session_id, tool_call_id: "c2", content: "again", images: [{ ref: ref.ref }] });
+
+  const { payload, warnings } = await client.export({ session_id, format: "anthropic_messages" });
+  assert.deepEqual(warnings, []);
+  const image = { type: "image", source: { type: "base64", media_type: "image/png", data: png } };
+  assert.deepEqual(/** @type {any} */ (payload).messages[2].content, [
+    { type: "tool_result", tool_use_id: "c1", content: [{ type: "text", text: "the screen" }, image] },
+    { type: "tool_result", tool_use_id: "c2", content: [{ type: "text", text: "again" }, image] },
+  ]);
+  const chat = await client.export({ session_id, format: "openai_chat" });
+  assert.deepEqual(chat.warnings.map((w) => w.index), [2, 3], "Chat Completions leaves them out, with a warning naming the call");
+  assert.match(chat.warnings[0]?.message ?? "", /"c1"/);
+  await client.dispose();
+});

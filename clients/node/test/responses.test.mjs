@@ -33,10 +33,22 @@ const USAGE = {
   openai_responses_reasoning_calls: { input_tokens: 412, output_tokens: 238, cache_read_tokens: 0, cache_write_tokens: 0, reasoning_tokens: 164 },
   openai_chat_tool_calls: { input_tokens: 187, output_tokens: 56, cache_read_tokens: 0, cache_write_tokens: null, reasoning_tokens: 0 },
   gemini_thought_signatures: { input_tokens: 5210, output_tokens: 96 + 412, cache_read_tokens: 4096, cache_write_tokens: null, reasoning_tokens: 412 },
+  gemini_interactions_thought_calls: { input_tokens: 96, output_tokens: 58 + 212, cache_read_tokens: 0, cache_write_tokens: null, reasoning_tokens: 212 },
 };
 
 test("the fixtures are copies of the repository's", { skip: !existsSync(ORIGINALS) && "no tests/fixtures/providers here" }, () => {
-  for (const name of ["anthropic_thinking_tool_use", "anthropic_final_answer", "openai_responses_reasoning_calls", "gemini_final", "anthropic_compaction_iterations", "openai_responses_compacted"]) {
+  for (const name of [
+    "anthropic_thinking_tool_use",
+    "anthropic_final_answer",
+    "openai_responses_reasoning_calls",
+    "gemini_final",
+    "anthropic_compaction_iterations",
+    "openai_responses_compacted",
+    "gemini_interactions_thought_calls",
+    "gemini_interactions_final",
+    "gemini_interactions_failed",
+    "openai_chat_content_filter",
+  ]) {
     assert.equal(text(name), readFileSync(new URL(`${name}.json`, ORIGINALS), "utf8"), name);
   }
 });
@@ -51,6 +63,7 @@ const FORMATS = {
   openai_responses: { turn: (p, at, count) => p.input.slice(at, at + count), body: (r) => r.output },
   openai_chat: { turn: (p, at) => p.messages[at], body: (r) => r.choices[0].message },
   gemini_contents: { turn: (p, at) => p.contents[at], body: (r) => r.candidates[0].content },
+  gemini_interactions: { turn: (p, at, count) => p.input.slice(at, at + count), body: (r) => r.steps },
 };
 
 /** A tool loop per provider: the response with calls, the tool results, the final answer. */
@@ -59,11 +72,12 @@ const LOOPS = /** @type {const} */ ([
   ["openai_responses", "openai_responses_reasoning_calls", "openai_responses_final", ["call_NMMoQkOVhAvFRMrYYMH4J2HD", "call_lUybIJbnarepQGqc34N5vUxx"]],
   ["openai_chat", "openai_chat_tool_calls", "deepseek_chat_reasoning_content", ["call_xNvnWeOXqz5VQYmSQt9a61m8", "call_QhPDZIse59W8BwS2Pg6KyS60"]],
   ["gemini_contents", "gemini_thought_signatures", "gemini_final", ["call_1", "call_2"]],
+  ["gemini_interactions", "gemini_interactions_thought_calls", "gemini_interactions_final", ["isykdkwf", "obimjy3p"]],
 ]);
 
 test("addResponse: each provider's tool loop, exported back in its format byte for byte", async () => {
   const client = await start();
-  assert.deepEqual(client.info.capabilities.formats, ["openai_chat", "openai_responses", "anthropic_messages", "gemini_contents"]);
+  assert.deepEqual(client.info.capabilities.formats, ["openai_chat", "openai_responses", "anthropic_messages", "gemini_contents", "gemini_interactions"]);
   for (const [format, first, last, ids] of LOOPS) {
     const session_id = format;
     await client.createSession({ session_id, system: "You are a concise travel assistant." });
@@ -84,6 +98,7 @@ test("addResponse: each provider's tool loop, exported back in its format byte f
       openai_responses: () => ({ format, model: raw.model, body: raw.output }),
       openai_chat: () => ({ format, model: raw.model, body: raw.choices[0].message }),
       gemini_contents: () => ({ format, model: raw.modelVersion, body: raw.candidates[0].content }),
+      gemini_interactions: () => ({ format, model: raw.model, body: raw.steps }),
     }[format]();
     same(message.native, native, `${format}: native is the turn as it came`);
     assert.deepEqual(message.tool_calls?.map((c) => c.id), ids);
@@ -96,9 +111,11 @@ test("addResponse: each provider's tool loop, exported back in its format byte f
     assert.deepEqual(warnings, [], format);
     const offset = format === "openai_chat" ? 1 : 0; // the system message
     const { turn, body } = FORMATS[format];
-    const itemsOf = (/** @type {any} */ r) => (format === "openai_responses" ? r.output.length : 1);
+    // Responses items and Interactions steps: the turn is a run of them, each result one.
+    const flat = format === "openai_responses" || format === "gemini_interactions";
+    const itemsOf = (/** @type {any} */ r) => (format === "openai_responses" ? r.output.length : format === "gemini_interactions" ? r.steps.length : 1);
     same(turn(payload, offset + 1, itemsOf(calls)), body(calls), `${format}: the turn with calls, as it came`);
-    const after = format === "openai_responses" ? offset + 1 + itemsOf(calls) + ids.length : format === "openai_chat" ? offset + 2 + ids.length : offset + 3;
+    const after = flat ? offset + 1 + itemsOf(calls) + ids.length : format === "openai_chat" ? offset + 2 + ids.length : offset + 3;
     same(turn(payload, after, itemsOf(answer)), body(answer), `${format}: the final answer, as it came`);
   }
   await client.dispose();
@@ -115,6 +132,7 @@ test("usage: each response's on its message, their sum on the session; a fork st
     ["openai_responses", "openai_responses_reasoning_calls"],
     ["openai_chat", "openai_chat_tool_calls"],
     ["gemini_contents", "gemini_thought_signatures"],
+    ["gemini_interactions", "gemini_interactions_thought_calls"],
   ])) {
     await client.addUser({ session_id, text: `ask ${format}` }); // moving on cancels the calls before
     await client.addResponse({ session_id, format, response: fixture(format, name) });
@@ -127,7 +145,7 @@ test("usage: each response's on its message, their sum on the session; a fork st
   }
   const { usage, message_count } = await client.getSession({ session_id });
   assert.deepEqual(usage, sum, "the non-null members summed");
-  assert.equal(message_count, 4 + 4 + 4 * 2 + 1, "users, responses, each response's two calls cancelled, the assistant");
+  assert.equal(message_count, 5 + 5 + 5 * 2 + 1, "users, responses, each response's two calls cancelled, the assistant");
   const { messages } = await client.history({ session_id, repair: false });
   assert.deepEqual(messages.filter((m) => m.usage).map((m) => m.usage), appended);
   assert.equal(messages.at(-1)?.usage, null);
@@ -151,6 +169,9 @@ test("refused responses are -32602 and store nothing; expected_revision is 1003"
     ["anthropic_messages", "anthropic_refusal_empty", /^invalid params: response:/],
     ["gemini_contents", "gemini_no_candidates", /^invalid params: response:/],
     ["openai_chat", "anthropic_final_answer", /expected a `chat.completion`/],
+    ["gemini_interactions", "gemini_interactions_failed", /carries no assistant output \(its status is failed\); nothing was stored/],
+    ["gemini_interactions", "anthropic_final_answer", /expected an Interaction/],
+    ["openai_chat", "openai_chat_content_filter", /stopped by the content filter with no content\); nothing was stored/],
   ];
   for (const [format, name, message] of refused) {
     await assert.rejects(client.addResponse({ session_id, format, response: JSON.parse(text(name)) }), (e) => {
@@ -164,6 +185,8 @@ test("refused responses are -32602 and store nothing; expected_revision is 1003"
   const message = fixture("anthropic_messages", "anthropic_final_answer");
   // @ts-expect-error: `openai_chat` takes a chat.completion
   await assert.rejects(client.addResponse({ session_id, format: "openai_chat", response: message }), InvalidParamsError);
+  // @ts-expect-error: `gemini_interactions` takes an Interaction
+  await assert.rejects(client.addResponse({ session_id, format: "gemini_interactions", response: message }), InvalidParamsError);
   const info = await client.getSession({ session_id });
   assert.deepEqual([info.message_count, info.revision, info.usage.input_tokens], [1, 1, 0], "nothing was stored");
 

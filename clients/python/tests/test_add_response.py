@@ -32,6 +32,7 @@ LOOPS: dict[Format, tuple[str, str]] = {
     "openai_responses": ("openai_responses_reasoning_calls", "openai_responses_final"),
     "gemini_contents": ("gemini_thought_signatures", "gemini_final"),
     "openai_chat": ("openai_chat_tool_calls", "deepseek_chat_reasoning_content"),
+    "gemini_interactions": ("gemini_interactions_thought_calls", "gemini_interactions_final"),
 }
 
 # Responses that carry no assistant output: refused, nothing stored.
@@ -39,6 +40,8 @@ REFUSED: list[tuple[Format, str, str]] = [
     ("openai_responses", "openai_responses_failed", "its status is failed"),
     ("anthropic_messages", "anthropic_refusal_empty", "its `content` is empty"),
     ("gemini_contents", "gemini_no_candidates", "it has no candidate"),
+    ("gemini_interactions", "gemini_interactions_failed", "its status is failed"),
+    ("openai_chat", "openai_chat_content_filter", "stopped by the content filter with no content"),
 ]
 
 
@@ -59,6 +62,8 @@ def turn_of(fmt: str, response: dict[str, Any]) -> Any:
         return response["output"]
     if fmt == "openai_chat":
         return response["choices"][0]["message"]
+    if fmt == "gemini_interactions":
+        return response["steps"]
     return response["candidates"][0]["content"]
 
 
@@ -75,6 +80,8 @@ def call_ids(fmt: str, response: dict[str, Any], taken: int = 0) -> list[str]:
         return [item["call_id"] for item in turn if item["type"] == "function_call"]
     if fmt == "openai_chat":
         return [c["id"] for c in turn.get("tool_calls") or []]
+    if fmt == "gemini_interactions":
+        return [step["id"] for step in turn if step["type"] == "function_call"]
     calls = [p["functionCall"] for p in turn["parts"] if "functionCall" in p]
     return [c.get("id") or f"call_{taken + i + 1}" for i, c in enumerate(calls)]
 
@@ -87,10 +94,13 @@ def replayed(fmt: str, payload: dict[str, Any]) -> list[Any]:
         return [m for m in payload["messages"] if m["role"] == "assistant"]
     if fmt == "gemini_contents":
         return [c for c in payload["contents"] if c["role"] == "model"]
-    runs: list[list[Any]] = []  # Responses: each run of assistant-side items is one turn
+    # Responses items, Interactions steps: each run of assistant-side ones is one turn.
+    runs: list[list[Any]] = []
     previous_assistant = False
     for item in payload["input"]:
-        assistant = item["type"] != "function_call_output" and item.get("role") != "user"
+        assistant = (
+            item["type"] not in ("function_call_output", "function_result", "user_input") and item.get("role") != "user"
+        )
         if assistant and not previous_assistant:
             runs.append([])
         if assistant:
@@ -589,3 +599,99 @@ def test_the_readme_tool_loop(client: convo.Client, sdk_models: dict[str, Any]) 
     results = sent[1]["messages"][2]["content"]
     assert [r["tool_use_id"] for r in results] == call_ids("anthropic_messages", answers[0])
     assert [m["role"] for m in c.history(sid)["messages"]] == ["user", "assistant", "tool", "tool", "assistant"]
+
+
+# ---------------------------------------------------------------------------- Gemini Interactions
+
+# A 1×1 PNG: export sends an image on only when it can tell its type.
+PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+
+
+def test_an_interaction_without_an_id_and_one_with_built_in_tool_steps(client: convo.Client) -> None:
+    """`store: false` leaves the Interaction without an id; built-in tool steps are kept
+    in the turn as they came (their calls are the API's, not the host's)."""
+    client.create("i")
+    client.add_user("i", "Name Spain's three largest cities.")
+    stateless = load("gemini_interactions_stateless")
+    assert "id" not in stateless
+    assert client.add_response("i", "gemini_interactions", stateless)["tool_call_ids"] == []
+    last = client.history("i")["messages"][-1]
+    assert last["metadata"] == {"response_id": None, "stop_reason": "completed"}
+    assert last["usage"] == {
+        "input_tokens": 14,
+        "output_tokens": 31 + 158,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": None,
+        "reasoning_tokens": 158,
+    }
+    client.add_user("i", "Where is Euro 2028?")
+    searched = load("gemini_interactions_builtin_tool")
+    assert client.add_response("i", "gemini_interactions", searched)["tool_call_ids"] == []
+    exported = client.export("i", "gemini_interactions")
+    assert exported["warnings"] == []
+    assert [wire(t) for t in replayed("gemini_interactions", exported["payload"])] == [
+        wire(stateless["steps"]),
+        wire(searched["steps"]),
+    ]
+
+
+def test_a_request_body_imports_and_exports_back(client: convo.Client) -> None:
+    """from_dict takes an Interactions request body `{system_instruction, input}`: the
+    model's steps come back as they were; a function result as its text (an object
+    result as its JSON)."""
+    body = load("gemini_interactions_request")
+    info = client.from_dict(body, format="gemini_interactions", session_id="req")
+    assert info["system"] == body["system_instruction"]
+    exported = client.export("req", "gemini_interactions")["payload"]
+    assert exported["system_instruction"] == body["system_instruction"]
+
+    def as_text(step: dict[str, Any]) -> dict[str, Any]:
+        if step["type"] == "function_result" and not isinstance(step["result"], str):
+            return {**step, "result": json.dumps(step["result"], separators=(",", ":"))}
+        return step
+
+    assert exported["input"] == [as_text(step) for step in body["input"]]
+
+
+@arun
+async def test_tool_result_images_async() -> None:
+    async with convo.AsyncClient(store="memory") as c:
+        await c.create("s")
+        await c.add_user("s", "Take a screenshot.")
+        calls = [
+            {"id": "c1", "name": "screenshot", "arguments": {}},
+            {"id": "c2", "name": "screenshot", "arguments": {}},
+        ]
+        await c.add_assistant("s", None, calls)
+        await c.add_tool_result("s", "c1", "the screen", [PNG_1X1])
+        # The same image again, by the ref the store shows it as.
+        shown = (await c.history("s", images="ref"))["messages"][2]["images"][0]
+        await c.add_tool_result("s", "c2", "again", images=[{"ref": shown["ref"]}])
+        exported = await c.export("s", "anthropic_messages")
+        assert exported["warnings"] == []
+        image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG_1X1}}
+        assert exported["payload"]["messages"][2]["content"] == [
+            {"type": "tool_result", "tool_use_id": "c1", "content": [{"type": "text", "text": "the screen"}, image]},
+            {"type": "tool_result", "tool_use_id": "c2", "content": [{"type": "text", "text": "again"}, image]},
+        ]
+        chat = await c.export("s", "openai_chat")
+        assert [w["index"] for w in chat["warnings"]] == [2, 3]  # Chat Completions cannot carry them
+        assert '"c1"' in chat["warnings"][0]["message"]
+
+
+def test_tool_result_images_sync(client: convo.Client) -> None:
+    client.create("s")
+    client.add_user("s", "Take a screenshot.")
+    client.add_assistant("s", None, [{"id": "c1", "name": "screenshot", "arguments": {}}])
+    client.add_tool_result("s", "c1", "the screen", images=[PNG_1X1])
+    assert client.history("s")["messages"][-1]["images"] == [PNG_1X1]
+    result = client.export("s", "gemini_interactions")["payload"]["input"][-1]
+    assert result == {
+        "type": "function_result",
+        "call_id": "c1",
+        "name": "screenshot",
+        "result": [
+            {"type": "text", "text": "the screen"},
+            {"type": "image", "data": PNG_1X1, "mime_type": "image/png"},
+        ],
+    }

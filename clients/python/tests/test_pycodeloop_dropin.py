@@ -309,3 +309,17 @@ def test_an_empty_assistant_turn_is_stored_as_the_seed_stores_it(default_client:
     with pytest.raises(convo.InvalidParams):
         default_client.add_assistant(sid, "")
     assert [m["content"] for m in default_client.history(sid)["messages"]] == ["q", None, ""]
+
+
+def test_a_tool_result_may_carry_images(default_client: convo.Client) -> None:
+    """``add_tool_result(..., images=)`` (not in the seed, whose ``Message`` has the field
+    all the same): the screenshot comes back on the tool message, as a seed ``Message``
+    would hold it; without it, the seed's two-argument call is unchanged."""
+    s = Session()
+    s.add_user("screenshot, then ls")
+    s.add_assistant("", tool_calls=[{"id": "c1", "name": "screenshot", "arguments": {}}])
+    s.add_tool_result("c1", "the screen", images=[PNG])
+    s.add_assistant("", tool_calls=[{"id": "c2", "name": "ls", "arguments": {}}])
+    s.add_tool_result("c2", "README.md")
+    assert fields(s.history())[2] == ("tool", "the screen", "c1", None, [PNG])
+    assert fields(s.history())[4] == ("tool", "README.md", "c2", None, None)

@@ -52,7 +52,7 @@ struct Capabilities {
     max_message_bytes: usize,
     framing: &'static str,
     /// The provider body formats export, validate, add_response and import take.
-    formats: [&'static str; 4],
+    formats: [&'static str; 5],
     /// Appends take `message_id`, and a retry is answered instead of stored twice.
     exactly_once: bool,
     /// The options of context management (spec section 17) export and count_tokens take.
@@ -69,8 +69,7 @@ pub async fn initialize(ctx: Arc<Ctx>, p: InitializeParams, _: Arc<Call>) -> Res
             store: ctx.ops.store_kind(),
             max_message_bytes: ctx.max_message_bytes,
             framing: ctx.framing.get().unwrap_or(Framing::Lsp).name(),
-            formats: [Format::OpenaiChat, Format::OpenaiResponses, Format::AnthropicMessages, Format::GeminiContents]
-                .map(Format::name),
+            formats: Format::ALL.map(Format::name),
             exactly_once: true,
             context: ["compaction", "clear_thinking", "clear_tool_results", "fit", "cache"],
         },

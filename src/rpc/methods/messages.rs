@@ -83,6 +83,9 @@ pub struct AddToolResultParams {
     session_id: SessionId,
     tool_call_id: String,
     content: Value,
+    /// A screenshot or plot the tool returned: base64, or refs, as `add_user` takes them.
+    #[serde(default)]
+    images: Option<Vec<ImageInput>>,
     #[serde(default)]
     message_id: Option<String>,
     #[serde(default)]
@@ -90,8 +93,12 @@ pub struct AddToolResultParams {
 }
 
 pub async fn add_tool_result(ctx: Arc<Ctx>, p: AddToolResultParams, _: Arc<Call>) -> Result<Added> {
-    let input =
-        MessageInput { tool_call_id: Some(p.tool_call_id), message_id: p.message_id, ..fresh(Role::Tool, p.content) };
+    let input = MessageInput {
+        tool_call_id: Some(p.tool_call_id),
+        images: p.images,
+        message_id: p.message_id,
+        ..fresh(Role::Tool, p.content)
+    };
     ctx.ops.add(p.session_id.as_str(), input, None, p.expected_revision).await
 }
 

@@ -105,7 +105,7 @@ impl Cache {
                     payload["prompt_cache_retention"] = json!(retention);
                 }
             }
-            Format::GeminiContents => export
+            Format::GeminiContents | Format::GeminiInteractions => export
                 .warnings
                 .push(Warning { index: None, message: "cache adds nothing: Gemini caches implicitly".into() }),
         }

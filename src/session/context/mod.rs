@@ -151,7 +151,7 @@ impl<'a> Body<'a> {
     /// What a message's piece needs beside it (the calls' names, found once: clearing
     /// never changes them).
     pub fn around(&self) -> export::Around<'_, Arc<Message>> {
-        if self.format != Format::GeminiContents {
+        if !self.format.names_results() {
             return export::Around::new(&self.messages);
         }
         let names = self.names.get_or_init(|| Arc::new(export::call_names(&self.messages)));

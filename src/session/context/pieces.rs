@@ -282,7 +282,7 @@ impl Pieces {
         let fresh_start = super::latest_compaction(stored, format, options);
         if from.is_some()
             && (fresh_start.is_some()
-                || (format == Format::GeminiContents && stored.iter().any(|m| m.role == crate::session::Role::Tool)))
+                || (format.names_results() && stored.iter().any(|m| m.role == crate::session::Role::Tool)))
         {
             return None;
         }

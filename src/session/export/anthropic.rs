@@ -60,22 +60,34 @@ fn blocks(i: usize, m: &Message, warnings: &mut Vec<Warning>) -> Vec<Value> {
     unexpressed_parts(i, m, &["document"], warnings);
     let mut blocks = Vec::new();
     if m.role == Role::Tool {
-        blocks.push(json!({"type": "tool_result", "tool_use_id": m.tool_call_id, "content": text(&m.content)}));
+        // A result's images ride in its `content`, after its text.
+        let images = images(i, m, warnings);
+        let content = match images.is_empty() {
+            true => json!(text(&m.content)),
+            false => Value::Array(text_and_images(&text(&m.content), images)),
+        };
+        blocks.push(json!({"type": "tool_result", "tool_use_id": m.tool_call_id, "content": content}));
         return blocks;
     }
-    let text = text(&m.content);
-    if !text.is_empty() {
-        blocks.push(json!({"type": "text", "text": text}));
-    }
-    for image in images(i, m, warnings) {
-        blocks.push(
-            json!({"type": "image", "source": {"type": "base64", "media_type": image.media_type, "data": image.data}}),
-        );
-    }
+    blocks.extend(text_and_images(&text(&m.content), images(i, m, warnings)));
     blocks.extend(m.content.as_array().into_iter().flatten().filter(|p| p["type"] == "document").cloned());
     for call in calls(m) {
         let input = object_args(i, call.args, warnings);
         blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
+    }
+    blocks
+}
+
+/// A text block (when there is text), then an image block per image.
+fn text_and_images(text: &str, images: Vec<super::Image>) -> Vec<Value> {
+    let mut blocks = Vec::new();
+    if !text.is_empty() {
+        blocks.push(json!({"type": "text", "text": text}));
+    }
+    for image in images {
+        blocks.push(
+            json!({"type": "image", "source": {"type": "base64", "media_type": image.media_type, "data": image.data}}),
+        );
     }
     blocks
 }

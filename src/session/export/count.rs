@@ -10,7 +10,9 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
 
-use super::{Format, Items, Layout, Options, Place, TurnFormat, anthropic, gemini, openai, responses, text};
+use super::{
+    Format, Items, Layout, Options, Place, TurnFormat, anthropic, gemini, interactions, openai, responses, text,
+};
 use crate::session::message::{Message, Role};
 use crate::session::tokens::{PER_MESSAGE, PER_REPLY, count_text, count_value};
 
@@ -77,6 +79,11 @@ pub fn piece<M: AsRef<Message>>(format: Format, i: usize, m: &Message, options: 
             let names = if m.role == Role::Tool { around.names() } else { &Map::new() };
             turn(gemini::TURNS, gemini::items(i, m, options, names, false, &mut warnings))
         }
+        Format::GeminiInteractions => {
+            let names = if m.role == Role::Tool { around.names() } else { &Map::new() };
+            let list = interactions::steps(i, m, options, names, &mut warnings);
+            Piece { tokens: items(&list) + PER_MESSAGE * list.len(), empty: list.is_empty(), results: false }
+        }
     }
 }
 
@@ -137,6 +144,14 @@ impl Tally {
                 self.tokens += piece().tokens;
                 return;
             }
+            // Steps have no place for a system message: it joins the system prompt.
+            Format::GeminiInteractions => {
+                match m.role {
+                    Role::System => self.moved.push(text(&m.content)),
+                    _ => self.tokens += piece().tokens,
+                }
+                return;
+            }
             Format::AnthropicMessages => anthropic::TURNS,
             Format::GeminiContents => gemini::TURNS,
         };
@@ -176,7 +191,7 @@ impl Tally {
         let system = match format {
             Format::OpenaiChat => system.map_or(0, |s| count_value(&openai::system_message(s)) + PER_MESSAGE),
             Format::OpenaiResponses => system.map_or(0, count_text),
-            Format::AnthropicMessages | Format::GeminiContents => {
+            Format::AnthropicMessages | Format::GeminiContents | Format::GeminiInteractions => {
                 let mut joined = system.map(str::to_owned);
                 for text in &self.moved {
                     let next = [joined.take().unwrap_or_default(), text.clone()].join("\n\n");
@@ -209,12 +224,20 @@ mod tests {
         call.tool_calls = Some(vec![json!({"id": "c1", "name": "read", "arguments": {"p": 1}})]);
         let mut result = message(Role::Tool, json!("{\"ok\": true}"));
         result.tool_call_id = Some("c1".into());
+        // A screenshot: a PNG's first bytes.
+        result.images = Some(vec![
+            "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg==".into(),
+        ]);
         let body = json!([{"type": "thinking", "thinking": "hm", "signature": "s"}, {"type": "text", "text": "Done."}]);
         let mut native = message(Role::Assistant, json!("Done."));
         native.native = Some(Box::new(Native { format: Format::AnthropicMessages, model: None, body }));
         let gemini = json!({"role": "model", "parts": [{"text": "Fine.", "thoughtSignature": "x"}]});
         let mut from_gemini = message(Role::Assistant, json!("Fine."));
         from_gemini.native = Some(Box::new(Native { format: Format::GeminiContents, model: None, body: gemini }));
+        let steps = json!([{"type": "thought", "signature": "c2ln"}, {"type": "model_output", "content": [{"type": "text", "text": "So."}]}]);
+        let mut from_interactions = message(Role::Assistant, json!("So."));
+        from_interactions.native =
+            Some(Box::new(Native { format: Format::GeminiInteractions, model: None, body: steps }));
         vec![
             vec![message(Role::User, json!("hi")), message(Role::Assistant, json!("hello"))],
             vec![
@@ -232,13 +255,14 @@ mod tests {
                 message(Role::Assistant, Value::Null),
                 from_gemini,
                 message(Role::User, json!([{"type": "text", "text": "parts"}])),
+                from_interactions,
             ],
         ]
     }
 
     #[test]
     fn counting_pieces_gives_what_counting_the_body_gives() {
-        for format in [Format::OpenaiChat, Format::OpenaiResponses, Format::AnthropicMessages, Format::GeminiContents] {
+        for format in Format::ALL {
             for fix in [true, false] {
                 for system in [None, Some("You are terse.")] {
                     for history in histories() {

@@ -97,6 +97,12 @@ fn parts(
         if known.is_some_and(|k| k["own"] == true) {
             response = json!({"id": id, "name": name, "response": {"content": content}});
         }
+        // A result's images: the response's own `parts` (multimodal function responses).
+        let images = images(i, m, warnings);
+        if !images.is_empty() {
+            let part = |image: super::Image| json!({"inlineData": {"mimeType": image.media_type, "data": image.data}});
+            response["parts"] = images.into_iter().map(part).collect();
+        }
         return vec![json!({"functionResponse": response})];
     }
     let mut parts = Vec::new();

@@ -1,6 +1,6 @@
 //! Provider-ready histories. `export` turns a session into the request body parts one
 //! provider accepts (OpenAI Chat Completions, the OpenAI Responses API, Anthropic
-//! Messages, Gemini contents), reporting as a warning whatever it had to change or leave
+//! Messages, Gemini contents, Gemini's Interactions API), reporting as a warning whatever it had to change or leave
 //! out; `validate` lists what a provider would reject in a payload, with the provider's
 //! own error text. Pure.
 //!
@@ -13,6 +13,7 @@
 mod anthropic;
 mod count;
 mod gemini;
+mod interactions;
 mod openai;
 mod responses;
 
@@ -33,9 +34,19 @@ pub enum Format {
     OpenaiResponses,
     AnthropicMessages,
     GeminiContents,
+    GeminiInteractions,
 }
 
 impl Format {
+    /// Every format, in the order `initialize` lists them.
+    pub const ALL: [Format; 5] = [
+        Format::OpenaiChat,
+        Format::OpenaiResponses,
+        Format::AnthropicMessages,
+        Format::GeminiContents,
+        Format::GeminiInteractions,
+    ];
+
     /// The name clients give it.
     pub fn name(self) -> &'static str {
         match self {
@@ -43,7 +54,14 @@ impl Format {
             Format::OpenaiResponses => "openai_responses",
             Format::AnthropicMessages => "anthropic_messages",
             Format::GeminiContents => "gemini_contents",
+            Format::GeminiInteractions => "gemini_interactions",
         }
+    }
+
+    /// Whether a tool result is sent under its call's name, which the body finds in the
+    /// calls before it.
+    pub fn names_results(self) -> bool {
+        matches!(self, Format::GeminiContents | Format::GeminiInteractions)
     }
 
     /// The API it is the request body of, as people call it.
@@ -53,6 +71,7 @@ impl Format {
             Format::OpenaiResponses => "Responses API",
             Format::AnthropicMessages => "Anthropic Messages",
             Format::GeminiContents => "Gemini",
+            Format::GeminiInteractions => "Gemini Interactions",
         }
     }
 }
@@ -123,6 +142,7 @@ pub fn export_with(
         Format::OpenaiResponses => responses::export(system, messages, options),
         Format::AnthropicMessages => anthropic::export(system, messages, options),
         Format::GeminiContents => gemini::export(system, messages, options),
+        Format::GeminiInteractions => interactions::export(system, messages, options),
     }
 }
 
@@ -138,6 +158,7 @@ pub fn validate_with(format: Format, export: &Export, options: &Options) -> Vec<
         Format::OpenaiResponses => responses::validate(&export.payload, options),
         Format::AnthropicMessages => anthropic::validate(&export.payload, options),
         Format::GeminiContents => gemini::validate(&export.payload),
+        Format::GeminiInteractions => interactions::validate(&export.payload),
     };
     found
         .into_iter()
@@ -327,6 +348,17 @@ pub(crate) fn replay<'m>(
         if native::has_reasoning(native) {
             let message =
                 format!("reasoning left out: {} cannot carry it; export {}", format.provider(), native.format.name());
+            warn(warnings, message);
+        }
+        let own = native::own_steps(native);
+        if !own.is_empty() {
+            let kinds: Vec<String> = own.iter().map(|k| quote(k)).collect();
+            let message = format!(
+                "built-in tool steps left out ({}): {} cannot carry them; export {}",
+                kinds.join(", "),
+                format.provider(),
+                native.format.name()
+            );
             warn(warnings, message);
         }
         return None;

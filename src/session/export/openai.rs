@@ -42,6 +42,16 @@ pub(super) fn item(i: usize, m: &Message, options: &Options, warnings: &mut Vec<
         Role::Assistant => assistant(m),
         Role::Tool => {
             unexpressed_parts(i, m, &[], warnings);
+            let left_out = images(i, m, warnings).len();
+            if left_out > 0 {
+                let id = m.tool_call_id.as_deref().unwrap_or_default();
+                let message = format!(
+                    "{left_out} image(s) of the result of call {} left out: Chat Completions cannot carry an \
+                     image in a tool message",
+                    crate::error::quote(id)
+                );
+                warnings.push(Warning { index: Some(i), message });
+            }
             json!({"role": "tool", "tool_call_id": m.tool_call_id, "content": text(&m.content)})
         }
     };

@@ -33,9 +33,13 @@ pub(super) fn items(i: usize, m: &Message, options: &Options, warnings: &mut Vec
             Some(body) => native_items(i, body, options, warnings),
             None => assistant(i, m, options, warnings),
         },
+        // A result with images is a list of `input_text` and `input_image` items.
         Role::Tool => {
-            unexpressed_parts(i, m, &[], warnings);
-            let output = text(&m.content);
+            let parts = user_content(i, m, warnings);
+            let output = match parts.iter().any(|p| p["type"] == "input_image") {
+                true => Value::Array(parts),
+                false => json!(text(&m.content)),
+            };
             vec![json!({"type": "function_call_output", "call_id": m.tool_call_id, "output": output})]
         }
     }

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
-use super::{Body, TurnMessages, invalid, result_text, role, tool_result, turns};
+use super::{Body, TurnMessages, invalid, result_text, role, tool_result_with_images, turns};
 use crate::error::Result;
 use crate::session::export::Format;
 
@@ -50,14 +50,14 @@ pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
                     turn.text(block["text"].as_str().ok_or_else(|| invalid(&at, "text: must be a string"))?)
                 }
                 Some("image") if block.pointer("/source/type") == Some(&json!("base64")) => {
-                    let data = super::image_data(block.pointer("/source/data"));
-                    turn.image(data.ok_or_else(|| invalid(&at, "source.data: must be base64 or a {ref}"))?)
+                    turn.image(image(block).ok_or_else(|| invalid(&at, "source.data: must be base64 or a {ref}"))?)
                 }
                 Some("tool_result") => {
                     let id = block.get("tool_use_id").and_then(Value::as_str);
                     let id = id.ok_or_else(|| invalid(&at, "tool_use_id: must be a string"))?;
                     messages.append(&mut std::mem::replace(&mut turn, TurnMessages::new("user")).into_messages());
-                    messages.push(tool_result(id, result_text(&block["content"], &format!("{at}.content"))?));
+                    let at = format!("{at}.content");
+                    messages.push(tool_result_with_images(id, &block["content"], &at, image)?);
                 }
                 Some(_) => turn.part(block.clone()),
                 None => return Err(invalid(&at, "must be an object with a string `type`")),
@@ -66,6 +66,12 @@ pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
         messages.extend(turn.into_messages());
     }
     Ok(Body { system, messages })
+}
+
+/// A base64 `image` block's data.
+fn image(block: &Value) -> Option<Value> {
+    let base64 = block["type"] == "image" && block.pointer("/source/type") == Some(&json!("base64"));
+    base64.then(|| super::image_data(block.pointer("/source/data"))).flatten()
 }
 
 #[cfg(test)]

@@ -51,9 +51,10 @@ pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
             let object = part.as_object().ok_or_else(|| invalid(&at, "must be an object"))?;
             if let Some(text) = object.get("text") {
                 turn.text(text.as_str().ok_or_else(|| invalid(&at, "text: must be a string"))?);
-            } else if let Some(data) = object.get("inline_data").or_else(|| object.get("inlineData")) {
-                let data = super::image_data(data.get("data"));
-                turn.image(data.ok_or_else(|| invalid(&at, "inline_data.data: must be base64 or a {ref}"))?);
+            } else if object.contains_key("inline_data") || object.contains_key("inlineData") {
+                turn.image(
+                    inline_data(part).ok_or_else(|| invalid(&at, "inline_data.data: must be base64 or a {ref}"))?,
+                );
             } else if let Some(response) = object.get("functionResponse") {
                 let name = response.get("name").and_then(Value::as_str).unwrap_or_default();
                 let given = response.get("id").and_then(Value::as_str);
@@ -66,7 +67,13 @@ pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
                     }
                 };
                 messages.append(&mut std::mem::replace(&mut turn, TurnMessages::new("user")).into_messages());
-                messages.push(tool_result(&id, result(response.get("response"))));
+                let mut message = tool_result(&id, result(response.get("response")));
+                let parts = response.get("parts").and_then(Value::as_array).into_iter().flatten();
+                let images: Vec<Value> = parts.filter_map(inline_data).collect();
+                if !images.is_empty() {
+                    message["images"] = Value::Array(images);
+                }
+                messages.push(message);
             } else {
                 let kind = object.keys().next().cloned().unwrap_or_default();
                 let mut kept = object.clone();
@@ -77,6 +84,12 @@ pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
         messages.extend(turn.into_messages());
     }
     Ok(Body { system, messages })
+}
+
+/// An `inline_data` (or `inlineData`) part's data.
+fn inline_data(part: &Value) -> Option<Value> {
+    let blob = part.get("inline_data").or_else(|| part.get("inlineData"))?;
+    super::image_data(blob.get("data"))
 }
 
 /// The texts of a `{parts: [{text}]}` value, joined.

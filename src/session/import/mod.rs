@@ -14,6 +14,7 @@
 
 mod anthropic;
 mod gemini;
+mod interactions;
 mod openai;
 mod responses;
 
@@ -41,6 +42,7 @@ pub fn import(format: Format, body: &Value) -> Result<Body> {
         Format::OpenaiResponses => responses::import(body),
         Format::AnthropicMessages => anthropic::import(body),
         Format::GeminiContents => gemini::import(body),
+        Format::GeminiInteractions => interactions::import(body),
     }
 }
 
@@ -65,6 +67,42 @@ fn native_turn(
         message["tool_calls"] = Value::Array(calls);
     }
     Ok((message, calls))
+}
+
+/// The assistant's items of a flat body (Responses items, Interactions steps) between two
+/// of the user's or a tool's, gathered to become one native message.
+struct Run {
+    format: Format,
+    items: Vec<Value>,
+    /// Where in `input` the run began: what an error in it names.
+    from: usize,
+    /// The call ids given so far in the body.
+    taken: HashSet<String>,
+}
+
+impl Run {
+    fn new(format: Format) -> Self {
+        Run { format, items: Vec::new(), from: 0, taken: HashSet::new() }
+    }
+
+    /// Item `i` of `input`, the assistant's.
+    fn push(&mut self, i: usize, item: &Value) {
+        if self.items.is_empty() {
+            self.from = i;
+        }
+        self.items.push(item.clone());
+    }
+
+    /// The items gathered so far, as one native message onto `messages`.
+    fn end(&mut self, messages: &mut Vec<Value>) -> Result<()> {
+        if self.items.is_empty() {
+            return Ok(());
+        }
+        let body = Value::Array(std::mem::take(&mut self.items));
+        let at = format!("data.input[{}]", self.from);
+        messages.push(native_turn(self.format, body, &mut self.taken, &at)?.0);
+        Ok(())
+    }
 }
 
 /// The array a body keeps its turns in (`messages`, `contents`); missing is empty.
@@ -164,6 +202,29 @@ impl Message {
 /// A tool message answering `id`.
 fn tool_result(id: &str, content: Value) -> Value {
     json!({"role": "tool", "tool_call_id": id, "content": content})
+}
+
+/// A tool message answering `id` from a result's content that may hold images: the
+/// items `image_of` reads as one are the message's images, the rest its content
+/// (`result_text`).
+fn tool_result_with_images(
+    id: &str,
+    content: &Value,
+    at: &str,
+    image_of: impl Fn(&Value) -> Option<Value>,
+) -> Result<Value> {
+    let (images, rest): (Vec<Value>, Value) = match content {
+        Value::Array(items) if items.iter().any(|i| image_of(i).is_some()) => {
+            let rest = items.iter().filter(|i| image_of(i).is_none()).cloned().collect();
+            (items.iter().filter_map(&image_of).collect(), rest)
+        }
+        _ => (Vec::new(), content.clone()),
+    };
+    let mut message = tool_result(id, result_text(&rest, at)?);
+    if !images.is_empty() {
+        message["images"] = Value::Array(images);
+    }
+    Ok(message)
 }
 
 /// Text items (strings or `{type: text}` objects) joined, as a tool result's content.

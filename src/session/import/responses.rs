@@ -4,11 +4,9 @@
 //! and its `input_image` data URLs attached images; a `function_call_output` becomes a
 //! tool message; a system or developer message stays one.
 
-use std::collections::HashSet;
-
 use serde_json::{Map, Value, json};
 
-use super::{Body, TurnMessages, invalid, result_text, tool_result, turns};
+use super::{Body, Run, TurnMessages, invalid, tool_result_with_images, turns};
 use crate::error::Result;
 use crate::session::export::Format;
 
@@ -18,9 +16,7 @@ pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
         Some(Value::String(text)) => Some(text.clone()),
         Some(_) => return Err(invalid("data.instructions", "must be a string")),
     };
-    let (mut messages, mut run, mut taken) = (Vec::new(), Vec::new(), HashSet::new());
-    // Where the run of the assistant's items began: what an error in it names.
-    let mut run_from = 0;
+    let (mut messages, mut run) = (Vec::new(), Run::new(Format::OpenaiResponses));
     let items = turns(body, "input")?;
     for (i, item) in items.iter().enumerate() {
         let at = format!("data.input[{i}]");
@@ -35,18 +31,15 @@ pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
             Some(_) => true,
         };
         if assistant_side {
-            if run.is_empty() {
-                run_from = i;
-            }
-            run.push(item.clone());
+            run.push(i, item);
             continue;
         }
-        end_run(&mut run, &mut messages, &mut taken, &format!("data.input[{run_from}]"))?;
+        run.end(&mut messages)?;
         match (kind, role) {
             (Some("function_call_output"), _) => {
                 let id = item.get("call_id").and_then(Value::as_str);
                 let id = id.ok_or_else(|| invalid(&format!("{at}.call_id"), "must be a string"))?;
-                messages.push(tool_result(id, result_text(&item["output"], &format!("{at}.output"))?));
+                messages.push(tool_result_with_images(id, &item["output"], &format!("{at}.output"), image)?);
             }
             (_, Some(role @ ("user" | "system" | "developer"))) => {
                 let role = if role == "user" { "user" } else { "system" };
@@ -55,18 +48,8 @@ pub(super) fn import(body: &Map<String, Value>) -> Result<Body> {
             (_, other) => return Err(invalid(&format!("{at}.role"), format!("{other:?} is not a Responses API role"))),
         }
     }
-    end_run(&mut run, &mut messages, &mut taken, &format!("data.input[{run_from}]"))?;
+    run.end(&mut messages)?;
     Ok(Body { system, messages })
-}
-
-/// The assistant's items gathered so far, as one native message.
-fn end_run(run: &mut Vec<Value>, messages: &mut Vec<Value>, taken: &mut HashSet<String>, at: &str) -> Result<()> {
-    if run.is_empty() {
-        return Ok(());
-    }
-    let body = Value::Array(std::mem::take(run));
-    messages.push(super::native_turn(Format::OpenaiResponses, body, taken, at)?.0);
-    Ok(())
 }
 
 /// A user's or system's message: its text parts, images and other parts.
@@ -83,21 +66,26 @@ fn message(role: &'static str, content: &Value, at: &str) -> Result<Vec<Value>> 
             Some("input_text" | "output_text" | "text") => {
                 turn.text(part["text"].as_str().ok_or_else(|| invalid(&at, "text: must be a string"))?)
             }
-            Some("input_image") => match part["image_url"].as_str().and_then(|u| u.strip_prefix("data:")) {
-                Some(url) => match url.split_once(";base64,") {
-                    Some((_, data)) => turn.image(json!(data)),
-                    None => turn.part(part.clone()),
-                },
-                None => match super::image_data(part.get("image_url")) {
-                    Some(reference) => turn.image(reference),
-                    None => turn.part(part.clone()),
-                },
+            Some("input_image") => match image(part) {
+                Some(data) => turn.image(data),
+                None => turn.part(part.clone()),
             },
             Some(_) => turn.part(part.clone()),
             None => return Err(invalid(&at, "must be an object with a string `type`")),
         }
     }
     Ok(turn.into_messages())
+}
+
+/// An `input_image` item's data: a base64 data URL's, or a `{ref}`.
+fn image(part: &Value) -> Option<Value> {
+    if part["type"] != "input_image" {
+        return None;
+    }
+    match part["image_url"].as_str().and_then(|u| u.strip_prefix("data:")) {
+        Some(url) => url.split_once(";base64,").map(|(_, data)| json!(data)),
+        None => super::image_data(part.get("image_url")),
+    }
 }
 
 #[cfg(test)]

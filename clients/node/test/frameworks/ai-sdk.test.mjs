@@ -5,6 +5,7 @@
 // call and its result, a reopen in a new process, and a differential run against the
 // plain array an app keeps without convo.
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import test from "node:test";
 import { generateText, modelMessageSchema, stepCountIs, tool } from "ai";
 import { MockLanguageModelV4, mockId } from "ai/test";
@@ -348,6 +349,98 @@ test("open() creates the session; a shared client stays up after close(); other 
     assertModelMessages(more);
     await history.close();
     assert.equal((await client.getSession({ session_id: "ai-shared" })).message_count, 6);
+  } finally {
+    await client.dispose();
+  }
+});
+
+/** What Google's Interactions provider (`google.interactions()` of `@ai-sdk/google`) puts
+ * on each output part: `providerMetadata.google`, with the step's `signature` and the
+ * Interaction's id (`interactionId`); the AI SDK turns it into the part's `providerOptions`.
+ * @param {string} interactionId @param {string} [signature] */
+const google = (interactionId, signature) => ({ google: { ...(signature ? { signature } : {}), interactionId } });
+
+/** A two-step tool loop as `google.interactions()` answers it: a signed thought and parallel
+ * calls (one signed), then a signed thought and the answer. */
+const INTERACTIONS_SCRIPT = [
+  step([
+    { type: "reasoning", text: "**Checking both cities**", providerMetadata: google("v1_turn1", "CpwDAQw51-sig-1") },
+    { type: "text", text: "Checking both cities.", providerMetadata: google("v1_turn1") },
+    { type: "tool-call", toolCallId: "isykdkwf", toolName: "weather", input: JSON.stringify({ city: "Paris" }), providerMetadata: google("v1_turn1", "CpwDAQw51-sig-2") },
+    { type: "tool-call", toolCallId: "obimjy3p", toolName: "weather", input: JSON.stringify({ city: "London" }), providerMetadata: google("v1_turn1") },
+  ]),
+  step([
+    { type: "reasoning", text: "", providerMetadata: google("v1_turn2", "CrwBAQw51-sig-3") },
+    { type: "text", text: "Pack an umbrella.", providerMetadata: google("v1_turn2") },
+  ]),
+];
+
+test("Google's Interactions provider: providerOptions.google (signature, interactionId) kept; stored as Interactions steps", async () => {
+  /** @param {History} history */
+  const run = async (history) => {
+    const model = scriptedModel(INTERACTIONS_SCRIPT);
+    assert.equal((await turn(history, model, "What should I pack for Paris and London?")).text, "Pack an umbrella.");
+    return prompts(model);
+  };
+  const array = plainArray();
+  const expected = await run(array);
+  const history = await ConvoChatHistory.open({ sessionId: "ai-interactions", store: "memory", binary: BINARY });
+  try {
+    assert.deepEqual(await run(history), expected, "every request is the same");
+    const loaded = await history.load();
+    assert.deepEqual(clean(loaded), clean(array.messages), "messages come back equal");
+    assertModelMessages(loaded);
+    const first = /** @type {any} */ (loaded[1]).content;
+    assert.deepEqual(first[0].providerOptions, { google: { signature: "CpwDAQw51-sig-1", interactionId: "v1_turn1" } });
+    assert.deepEqual(first[2].providerOptions, { google: { signature: "CpwDAQw51-sig-2", interactionId: "v1_turn1" } });
+
+    // Stored as the steps the provider would send back: the Interactions export replays them.
+    const client = await history.client();
+    assert.deepEqual(await convoView(client, "ai-interactions"), ["user", "assistant[isykdkwf,obimjy3p]", "tool:isykdkwf", "tool:obimjy3p", "assistant[]"]);
+    const { messages } = await client.history({ session_id: "ai-interactions", repair: false });
+    assert.equal(messages[1]?.native?.format, "gemini_interactions");
+    assert.deepEqual((await client.validate({ session_id: "ai-interactions", format: "gemini_interactions" })).violations, []);
+    const { payload, warnings } = await client.export({ session_id: "ai-interactions", format: "gemini_interactions" });
+    assert.deepEqual(warnings, []);
+    assert.deepEqual(/** @type {any[]} */ (payload["input"]).slice(1, 5), [
+      { type: "thought", signature: "CpwDAQw51-sig-1", summary: [{ type: "text", text: "**Checking both cities**" }] },
+      { type: "model_output", content: [{ type: "text", text: "Checking both cities." }] },
+      { type: "function_call", id: "isykdkwf", name: "weather", arguments: { city: "Paris" }, signature: "CpwDAQw51-sig-2" },
+      { type: "function_call", id: "obimjy3p", name: "weather", arguments: { city: "London" } },
+    ]);
+    assert.deepEqual(/** @type {any[]} */ (payload["input"]).at(-2), { type: "thought", signature: "CrwBAQw51-sig-3" }, "an empty summary is left out, as the provider leaves it");
+    await assertValidEverywhere(client, "ai-interactions");
+  } finally {
+    await history.close();
+  }
+});
+
+test("an Interactions turn another client stored (addResponse) reads as the Interactions provider gives it", async () => {
+  const { ConvoClient } = await import("convo");
+  const client = await ConvoClient.start({ binary: BINARY, store: "memory" });
+  try {
+    const session_id = "ai-interactions-foreign";
+    const history = await ConvoChatHistory.open({ sessionId: session_id, client });
+    await history.append([{ role: "user", content: "What's the weather like right now in Paris and in London?" }]);
+    const response = JSON.parse(readFileSync(new URL("../fixtures/providers/gemini_interactions_thought_calls.json", import.meta.url), "utf8"));
+    await client.addResponse({ session_id, format: "gemini_interactions", response });
+    const loaded = await history.load();
+    const options = (/** @type {string} */ signature) => ({ google: { signature, interactionId: response.id } });
+    assert.deepEqual(loaded[1], {
+      role: "assistant",
+      content: [
+        { type: "reasoning", text: response.steps[0].summary[0].text, providerOptions: options(response.steps[0].signature) },
+        { type: "text", text: "I'll check the current weather in Paris and London.", providerOptions: { google: { interactionId: response.id } } },
+        { type: "tool-call", toolCallId: "isykdkwf", toolName: "get_current_weather", input: { location: "Paris, France", unit: "celsius" }, providerOptions: { google: { interactionId: response.id } } },
+        { type: "tool-call", toolCallId: "obimjy3p", toolName: "get_current_weather", input: { location: "London, UK", unit: "celsius" }, providerOptions: { google: { interactionId: response.id } } },
+      ],
+    });
+    assertModelMessages(loaded);
+    // Appended back as they read, they make the same steps (member order aside).
+    await client.clear({ session_id });
+    await history.append(loaded);
+    const { messages } = await client.history({ session_id, repair: false });
+    assert.deepEqual(messages[1]?.native?.body, response.steps);
   } finally {
     await client.dispose();
   }

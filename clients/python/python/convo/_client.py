@@ -762,16 +762,22 @@ class AsyncClient:
         session_id: str,
         tool_call_id: str,
         content: Any,
+        images: Sequence[str | Mapping[str, Any]] | None = None,
         *,
         message_id: str | None = None,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
         """1004 :class:`InvalidSequence` (a ``ValueError``) for a late, duplicate or unknown
-        result. ``message_id`` as in :meth:`add_user`."""
+        result. ``images``: what the tool returned as images (a screenshot, a plot), as in
+        :meth:`add_user` (base64 strings or ``{"ref": ...}``); exported inside the result
+        where the format carries them (Chat Completions leaves them out with a warning).
+        ``message_id`` as in :meth:`add_user`."""
         params = _params(
             session_id=session_id, tool_call_id=tool_call_id, message_id=message_id, expected_revision=expected_revision
         )
         params["content"] = content
+        if images is not None:
+            params["images"] = list(images)
         return await self._append("session/add_tool_result", params)
 
     async def add_message(
@@ -832,15 +838,16 @@ class AsyncClient:
         ``format``: ``anthropic_messages`` (a Message), ``openai_responses`` (a Response,
         or the compact endpoint's result, a CompactedResponse: stored as a compaction
         point), ``openai_chat`` (a ChatCompletion), ``gemini_contents`` (a
-        GenerateContentResponse; candidate 0). ``response``: the response as a dict (sent
+        GenerateContentResponse; candidate 0), ``gemini_interactions`` (an Interaction,
+        ``completed`` or ``requires_action``; its ``steps`` are the turn). ``response``: the response as a dict (sent
         as it is, member order kept) or the SDK's object, sent as the SDK sends a model
         back: ``model_dump(mode="json", by_alias=True, exclude_unset=True)`` without its
         ``__api_exclude__`` fields, bytes as standard base64 (see :mod:`convo._response`).
         ``tool_call_ids`` are what the results of the turn's calls must name.
         ``metadata`` is merged with ``{response_id, stop_reason}``. A response of another
-        format, or with no assistant output (failed, refused with empty content, no
-        candidate), is -32602 :class:`InvalidParams` and stores nothing. ``message_id`` as in
-        :meth:`add_user`."""
+        format, or with no assistant output (failed, refused with empty content, stopped
+        by the content filter with no content, no candidate), is -32602
+        :class:`InvalidParams` and stores nothing. ``message_id`` as in :meth:`add_user`."""
         return await self._append(
             "session/add_response",
             _params(

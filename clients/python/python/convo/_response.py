@@ -2,7 +2,8 @@
 
 A dict (the HTTP body as decoded, or a hand-built one) is sent as it is, member order and
 all. A provider SDK's object (a pydantic model: ``anthropic.types.Message``, OpenAI's
-``Response`` and ``ChatCompletion``, google-genai's ``GenerateContentResponse``) is
+``Response`` and ``ChatCompletion``, google-genai's ``GenerateContentResponse`` and
+Interactions ``Interaction``) is
 dumped the way the SDKs themselves send a model back in a request body:
 
 - ``mode="json"``, ``by_alias=True``: the API's member names (google-genai's camelCase,

@@ -346,16 +346,19 @@ class Client:
         session_id: str,
         tool_call_id: str,
         content: Any,
+        images: Sequence[str | Mapping[str, Any]] | None = None,
         *,
         message_id: str | None = None,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        """1004 :class:`InvalidSequence` (a ``ValueError``) for a late, duplicate or unknown result."""
+        """1004 :class:`InvalidSequence` (a ``ValueError``) for a late, duplicate or unknown
+        result; ``images`` as in :meth:`AsyncClient.add_tool_result`."""
         return self._fast(
             AsyncClient.add_tool_result,
             session_id,
             tool_call_id,
             content,
+            images,
             message_id=message_id,
             expected_revision=expected_revision,
         )

@@ -149,11 +149,13 @@ class Session:
             empty = not text and not tool_calls
             self._client.add_assistant(self._session_id, text, tool_calls, allow_empty=empty)
 
-    def add_tool_result(self, tool_call_id: str, content: str) -> None:
+    def add_tool_result(self, tool_call_id: str, content: str, images: list[str] | None = None) -> None:
         """Raises :class:`convo.InvalidSequence` (a ``ValueError``) for a result convo
-        does not accept: late, duplicate or for an unknown call."""
+        does not accept: late, duplicate or for an unknown call. ``images`` (not in the
+        seed, whose ``Message`` has the field all the same): base64 images the tool
+        returned (a screenshot), exported inside the result where the format carries them."""
         with self._lock:
-            self._client.add_tool_result(self._session_id, tool_call_id, content)
+            self._client.add_tool_result(self._session_id, tool_call_id, content, images)
 
     def get_last_context_tokens(self) -> int:
         with self._lock:

@@ -44,8 +44,14 @@ __all__ = [
 
 # The provider body formats: what export, validate, count_tokens, trim, from_dict and
 # add_response take (initialize lists them in `capabilities["formats"]`).
-Format = Literal["openai_chat", "openai_responses", "anthropic_messages", "gemini_contents"]
-FORMATS: tuple[Format, ...] = ("openai_chat", "openai_responses", "anthropic_messages", "gemini_contents")
+Format = Literal["openai_chat", "openai_responses", "anthropic_messages", "gemini_contents", "gemini_interactions"]
+FORMATS: tuple[Format, ...] = (
+    "openai_chat",
+    "openai_responses",
+    "anthropic_messages",
+    "gemini_contents",
+    "gemini_interactions",
+)
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -168,7 +174,8 @@ class AddedResponse(_AddedResponse, total=False):
 class SupportsModelDump(Protocol):
     """A provider SDK's response object: a pydantic model (``anthropic.types.Message``,
     ``openai.types.responses.Response``, ``openai.types.chat.ChatCompletion``,
-    ``google.genai.types.GenerateContentResponse``)."""
+    ``google.genai.types.GenerateContentResponse``, google-genai's Interactions
+    ``Interaction``)."""
 
     def model_dump(self, *args: Any, **kwargs: Any) -> dict[str, Any]: ...
 
