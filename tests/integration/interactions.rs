@@ -246,7 +246,37 @@ fn a_screenshot_result_goes_where_each_format_carries_it(s: &mut Server) {
     assert_eq!(s.call("session/get", json!({"session_id": "shot"}))["message_count"], 3);
 }
 
+/// An Interactions tool loop's usage: each response's normalised on its message (output
+/// counting the thought tokens), their sum on the session.
+fn usage_sums_over_a_tool_loop(s: &mut Server) {
+    s.call("session/create", json!({"session_id": "u"}));
+    s.call("session/add_user", json!({"session_id": "u", "text": "Paris and London?"}));
+    let (calls, answer) = (fixture("gemini_interactions_thought_calls"), fixture("gemini_interactions_final"));
+    let added =
+        s.call("session/add_response", json!({"session_id": "u", "format": "gemini_interactions", "response": calls}));
+    for id in added["tool_call_ids"].as_array().unwrap() {
+        s.call("session/add_tool_result", json!({"session_id": "u", "tool_call_id": id, "content": "mild"}));
+    }
+    s.call("session/add_response", json!({"session_id": "u", "format": "gemini_interactions", "response": answer}));
+    let n = |r: &Value, k: &str| r["usage"][k].as_u64().unwrap();
+    let normalised = |r: &Value| {
+        json!({"input_tokens": n(r, "total_input_tokens"),
+               "output_tokens": n(r, "total_output_tokens") + n(r, "total_thought_tokens"),
+               "cache_read_tokens": n(r, "total_cached_tokens"), "cache_write_tokens": null,
+               "reasoning_tokens": n(r, "total_thought_tokens")})
+    };
+    let history = s.call("session/history", json!({"session_id": "u"}));
+    assert_eq!(history["messages"][1]["usage"], normalised(&calls));
+    assert_eq!(history["messages"][4]["usage"], normalised(&answer));
+    let sum = |k: &str| normalised(&calls)[k].as_u64().unwrap_or(0) + normalised(&answer)[k].as_u64().unwrap_or(0);
+    let total = json!({"input_tokens": sum("input_tokens"), "output_tokens": sum("output_tokens"),
+                       "cache_read_tokens": sum("cache_read_tokens"), "cache_write_tokens": 0,
+                       "reasoning_tokens": sum("reasoning_tokens")});
+    assert_eq!(s.call("session/get", json!({"session_id": "u"}))["usage"], total);
+}
+
 crate::every_store!(
+    usage_sums_over_a_tool_loop,
     built_in_tool_steps_are_replayed_and_left_out_elsewhere,
     a_stateless_response_has_no_response_id,
     a_request_body_imports_and_round_trips,
