@@ -23,8 +23,10 @@
  *   Interactions provider (`google.interactions()`: `providerOptions.google.signature`)
  *   likewise, as that API's steps (`gemini_interactions`: thought, model_output and
  *   function_call steps);
- * - a tool message is one convo tool message per tool result; a tool message of
- *   approval responses only is kept with the message before it.
+ * - a tool message is one convo tool message per tool result: its text, and the images
+ *   of a `content` output (a screenshot) as the message's `images`, which convo's
+ *   exports put inside the result; a tool message of approval responses only is kept
+ *   with the message before it.
  * Each convo message keeps the AI SDK message it came from in `metadata.ai_sdk` (bytes
  * and URLs included), so `load()` gives back what `append()` was given, equal, from any
  * process on the store. `load()` reads convo's repaired history: a call left without its
@@ -163,12 +165,16 @@ function toConvo(message: ModelMessage): MessageInput[] {
       return [assistantMessage(message)];
     case "tool": {
       const results = (message.content as Part[]).filter((part) => part.type === "tool-result");
-      return results.map((part, i) => ({
-        role: "tool",
-        tool_call_id: String(part["toolCallId"]),
-        content: resultText(part["output"]),
-        metadata: i === 0 ? kept(message) : { [METADATA_KEY]: { part: i } },
-      }));
+      return results.map((part, i) => {
+        const images = resultImages(part["output"]);
+        return {
+          role: "tool",
+          tool_call_id: String(part["toolCallId"]),
+          content: resultText(part["output"]),
+          ...(images.length > 0 ? { images } : {}),
+          metadata: i === 0 ? kept(message) : { [METADATA_KEY]: { part: i } },
+        };
+      });
     }
     default:
       throw new TypeError(`not a ModelMessage role: ${JSON.stringify((message as { role?: unknown }).role)}`);
@@ -320,6 +326,25 @@ function resultText(output: unknown): string {
     default:
       return JSON.stringify(output) ?? "";
   }
+}
+
+/**
+ * The images of a tool result's output, as base64, for convo's `images` (which convo's
+ * exports put inside the result: a screenshot, a plot). Only a `content` output has
+ * them: its `file` parts of an image media type with their bytes or base64 (`{type:
+ * "data", data}`), `image-data` parts, and `file-data` and `media` (`ai` 5) parts of an
+ * image media type. A URL or a provider reference is not an image convo can keep.
+ */
+function resultImages(output: unknown): string[] {
+  const o = (output ?? {}) as Record<string, unknown>;
+  if (o["type"] !== "content" || !Array.isArray(o["value"])) return [];
+  const images: string[] = [];
+  for (const part of o["value"] as Part[]) {
+    const isImage = part.type === "image-data" || (["file", "file-data", "media"].includes(part.type) && String(part["mediaType"]).startsWith("image"));
+    const image = isImage ? imageBase64(part["data"]) : null;
+    if (image) images.push(image);
+  }
+  return images;
 }
 
 // convo messages → ModelMessage.

@@ -255,6 +255,142 @@ test("bytes, URLs, images, files and empty answers come back equal", async () =>
   }
 });
 
+/** A 1x1 PNG, base64: a browser agent's screenshot. */
+const SCREENSHOT = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+
+test("a tool result with an image (a screenshot): in convo's images, inside the result when exported, and back exactly", async () => {
+  const screenshot = tool({
+    description: "A screenshot of the page.",
+    inputSchema: z.object({ url: z.string() }),
+    execute: async ({ url }) => ({ url, png: SCREENSHOT }),
+    // What the model is sent: the page's address as text, and the screenshot.
+    toModelOutput: ({ output }) => ({
+      type: "content",
+      value: [
+        { type: "text", text: `Screenshot of ${output.url}` },
+        { type: "file", mediaType: "image/png", data: { type: "data", data: output.png } },
+      ],
+    }),
+  });
+  const script = [
+    step([{ type: "tool-call", toolCallId: "toolu_shot", toolName: "screenshot", input: JSON.stringify({ url: "https://example.com" }) }]),
+    step([text("A blank page.")]),
+  ];
+  /** @param {History} history */
+  const run = async (history) => {
+    const model = scriptedModel(script);
+    /** @type {ModelMessage} */
+    const user = { role: "user", content: "What is on example.com?" };
+    const result = await generateText({ model, tools: { screenshot }, messages: [...(await history.load()), user], stopWhen: stepCountIs(5) });
+    assert.equal(result.text, "A blank page.");
+    await history.append([user, ...result.responseMessages]);
+    return prompts(model);
+  };
+  const array = plainArray();
+  const expected = await run(array);
+  assert.deepEqual(/** @type {any} */ (array.messages[2]).content[0].output.value[1], { type: "file", mediaType: "image/png", data: { type: "data", data: SCREENSHOT } });
+
+  const sessionId = "ai-tool-image";
+  const store = sqliteStore();
+  const history = await ConvoChatHistory.open({ sessionId, store, binary: BINARY });
+  try {
+    assert.deepEqual(await run(history), expected, "every request is the same");
+    const loaded = await history.load();
+    assert.deepEqual(clean(loaded), clean(array.messages), "the messages come back equal (as JSON: undefined members left out)");
+    assert.equal(JSON.stringify(loaded), JSON.stringify(array.messages), "byte for byte as JSON, member order included");
+    assertModelMessages(loaded);
+
+    const client = await history.client();
+    const { messages } = await client.history({ session_id: sessionId, repair: false });
+    assert.deepEqual(
+      messages.map((m) => [m.role, m.content, m.images]),
+      [
+        ["user", "What is on example.com?", null],
+        ["assistant", null, null],
+        ["tool", "Screenshot of https://example.com", [SCREENSHOT]],
+        ["assistant", "A blank page.", null],
+      ],
+    );
+    const exports = await assertValidEverywhere(client, sessionId);
+    const anthropic = await client.export({ session_id: sessionId, format: "anthropic_messages" });
+    assert.deepEqual(anthropic.warnings, []);
+    assert.deepEqual(/** @type {any[]} */ (anthropic.payload["messages"])[2], {
+      role: "user",
+      content: [
+        {
+          type: "tool_result",
+          tool_use_id: "toolu_shot",
+          content: [
+            { type: "text", text: "Screenshot of https://example.com" },
+            { type: "image", source: { type: "base64", media_type: "image/png", data: SCREENSHOT } },
+          ],
+        },
+      ],
+    });
+    // The Responses API and Gemini carry it inside the result too; Chat Completions says it cannot.
+    const output = /** @type {any[]} */ (exports["openai_responses"]?.payload["input"]).find((i) => i.type === "function_call_output");
+    assert.deepEqual(output.output[1], { type: "input_image", image_url: `data:image/png;base64,${SCREENSHOT}` });
+    const gemini = await client.export({ session_id: sessionId, format: "gemini_contents" });
+    assert.deepEqual(/** @type {any[]} */ (gemini.payload["contents"])[2].parts[0].functionResponse.parts, [{ inlineData: { mimeType: "image/png", data: SCREENSHOT } }]);
+    const interactions = await client.export({ session_id: sessionId, format: "gemini_interactions" });
+    assert.deepEqual(/** @type {any[]} */ (interactions.payload["input"]).find((s) => s.type === "function_result").result[1], { type: "image", data: SCREENSHOT, mime_type: "image/png" });
+    assert.deepEqual(exports["openai_chat"]?.warnings, [
+      { index: 2, message: '1 image(s) of the result of call "toolu_shot" left out: Chat Completions cannot carry an image in a tool message' },
+    ]);
+  } finally {
+    await history.close();
+  }
+  assert.deepEqual(await readInNewProcess("ai-sdk", sessionId, store), clean(array.messages), "the same from a new process");
+});
+
+test("a tool result's images in every AI SDK shape (file, image-data, file-data, ai 5's media); URLs and other files are not images", async () => {
+  const history = await ConvoChatHistory.open({ sessionId: "ai-tool-image-shapes", store: "memory", binary: BINARY });
+  try {
+    const png = Buffer.from(SCREENSHOT, "base64");
+    /** @type {ModelMessage[]} */
+    const messages = [
+      { role: "user", content: "Look." },
+      { role: "assistant", content: [{ type: "tool-call", toolCallId: "c1", toolName: "look", input: {} }, { type: "tool-call", toolCallId: "c2", toolName: "look", input: {} }] },
+      {
+        role: "tool",
+        content: [
+          {
+            type: "tool-result",
+            toolCallId: "c1",
+            toolName: "look",
+            output: {
+              type: "content",
+              value: [
+                { type: "file", mediaType: "image", data: { type: "data", data: new Uint8Array(png) } },
+                { type: "image-data", data: SCREENSHOT, mediaType: "image/png" },
+                { type: "file-data", data: SCREENSHOT, mediaType: "image/png" },
+                { type: "file", mediaType: "image/png", data: { type: "url", url: new URL("https://example.com/shot.png") } },
+                { type: "file-data", data: "JVBERi0xLjQ=", mediaType: "application/pdf" },
+                { type: "image-url", url: "https://example.com/shot.png" },
+              ],
+            },
+          },
+          // ai 5's shape (no longer in v7's types): stored all the same.
+          /** @type {any} */ ({ type: "tool-result", toolCallId: "c2", toolName: "look", output: { type: "content", value: [{ type: "text", text: "v5" }, { type: "media", data: SCREENSHOT, mediaType: "image/png" }] } }),
+        ],
+      },
+    ];
+    await history.append(messages);
+    assert.deepEqual(clean(await history.load()), clean(messages));
+    const client = await history.client();
+    const { messages: stored } = await client.history({ session_id: "ai-tool-image-shapes" });
+    assert.deepEqual(
+      stored.slice(2).map((m) => [m.tool_call_id, m.content, m.images]),
+      [
+        ["c1", "", [SCREENSHOT, SCREENSHOT, SCREENSHOT]],
+        ["c2", "v5", [SCREENSHOT]],
+      ],
+    );
+  } finally {
+    await history.close();
+  }
+});
+
 test("a tool that needs approval: the pending call is not answered, the approval and the result are stored", async () => {
   const book = tool({
     description: "Books a hotel.",
