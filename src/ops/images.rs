@@ -71,11 +71,14 @@ pub fn refs_in_payload(value: &mut Value) {
 
 fn replace_base64(object: &mut Map<String, Value>) {
     let as_ref = |data: &str| json!({"ref": describe(data).reference});
-    if let Some(Value::String(url)) = object.get("url")
-        && let Some((_, data)) = url.strip_prefix("data:").and_then(|u| u.split_once(";base64,"))
-    {
-        let replaced = as_ref(data);
-        object.insert("url".into(), replaced);
+    // Chat's `image_url.url`, the Responses API's `image_url`.
+    for key in ["url", "image_url"] {
+        if let Some(Value::String(url)) = object.get(key)
+            && let Some((_, data)) = url.strip_prefix("data:").and_then(|u| u.split_once(";base64,"))
+        {
+            let replaced = as_ref(data);
+            object.insert(key.into(), replaced);
+        }
     }
     let typed = object.contains_key("media_type") || object.contains_key("mime_type");
     if typed && let Some(Value::String(data)) = object.get("data") {

@@ -86,8 +86,8 @@ impl Ops {
 }
 
 /// Whether a message given with a native turn may need its calls numbered (Gemini's
-/// calls need not carry ids; an Interactions call without one is numbered too).
+/// calls need not carry ids).
 pub(crate) fn numbers_calls(input: &MessageInput) -> bool {
     let format = input.native.as_ref().and_then(|n| n.get("format")).and_then(Value::as_str);
-    [Format::GeminiContents, Format::GeminiInteractions].iter().any(|f| format == Some(f.name()))
+    format == Some(Format::GeminiContents.name())
 }

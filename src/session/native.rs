@@ -194,7 +194,12 @@ pub fn from_response(format: Format, response: &Value) -> Result<Response> {
             let message = choice.and_then(|c| c.get("message")).filter(|m| m.is_object());
             let message = message.ok_or_else(|| no_output(format, "it has no `choices[0].message`"))?;
             let stop = choice.and_then(|c| c.get("finish_reason")).and_then(Value::as_str).map(str::to_owned);
-            let said = |key: &str| message.get(key).is_some_and(|v| !v.is_null() && *v != json!("") && *v != json!([]));
+            let said = |key: &str| match message.get(key) {
+                None | Some(Value::Null) => false,
+                Some(Value::String(s)) => !s.is_empty(),
+                Some(Value::Array(a)) => !a.is_empty(),
+                Some(_) => true,
+            };
             if stop.as_deref() == Some("content_filter") && !said("content") && !said("tool_calls") {
                 return Err(no_output(format, "it was stopped by the content filter with no content"));
             }
@@ -217,9 +222,12 @@ pub fn from_response(format: Format, response: &Value) -> Result<Response> {
             if text("object").as_deref().is_some_and(|o| o != "interaction") || !object.contains_key("status") {
                 return Err(expected(format, "an Interaction (object \"interaction\", with `status`)"));
             }
+            // `completed`, or `requires_action` (calls to answer), or `incomplete` (cut
+            // short) carry output; `failed`, `cancelled`, `in_progress`, … do not.
             let status = text("status");
-            if matches!(status.as_deref(), Some("failed" | "cancelled")) {
-                return Err(no_output(format, &format!("its status is {}", status.unwrap_or_default())));
+            if !matches!(status.as_deref(), Some("completed" | "requires_action" | "incomplete")) {
+                let status = status.unwrap_or_else(|| "missing".to_owned());
+                return Err(no_output(format, &format!("its status is {status}")));
             }
             let steps = object.get("steps").filter(|s| s.as_array().is_some_and(|s| !s.is_empty()));
             let steps = steps.ok_or_else(|| no_output(format, "it has no `steps`"))?;
@@ -417,8 +425,15 @@ pub fn derive(native: &Native) -> Result<Common> {
                         let blocks = step.get("content").and_then(Value::as_array).into_iter().flatten();
                         texts.extend(blocks.filter(|b| b["type"] == "text").map(|b| string(b, "text")));
                     }
+                    // The API gives every call its id; one without would be answered by an
+                    // id the step never names.
                     Some("function_call") => calls.push(Call {
-                        id: step.get("id").and_then(Value::as_str).map(str::to_owned),
+                        id: Some(
+                            step.get("id")
+                                .and_then(Value::as_str)
+                                .ok_or_else(|| bad("each function_call step must have a string `id`"))?
+                                .to_owned(),
+                        ),
                         name: string(step, "name"),
                         arguments: arguments(step.get("arguments")),
                     }),

@@ -375,7 +375,7 @@ fn images_by_reference(s: &mut Server) {
     let images: Vec<&Value> = j["messages"].as_array().unwrap().iter().map(|m| &m["images"]).collect();
     assert_eq!(images, [&json!([data]); 3]);
 
-    for format in ["openai_chat", "anthropic_messages", "gemini_contents"] {
+    for format in ["openai_chat", "openai_responses", "anthropic_messages", "gemini_contents", "gemini_interactions"] {
         let exported = s.call("session/export", json!({"session_id": "j", "format": format, "images": "ref"}));
         let text = exported["payload"].to_string();
         assert!(!text.contains(&data[..64]), "{format}: no base64 left: {text}");

@@ -41,6 +41,12 @@ fn built_in_tool_steps_are_replayed_and_left_out_elsewhere(s: &mut Server) {
     let sent = &same["payload"]["input"].as_array().unwrap()[1..];
     assert_eq!(text(&json!(sent)), text(&response["steps"]), "the steps, in order, byte for byte");
     assert_eq!(warnings(&same), Vec::<String>::new());
+    // Another model's body is built from its common form: its tool steps said left out.
+    let other_model = s.call(
+        "session/export",
+        json!({"session_id": "b", "format": "gemini_interactions", "model": "gemini-2.5-flash"}),
+    );
+    assert!(warnings(&other_model).iter().any(|w| w.starts_with("built-in tool steps left out (")), "{other_model}");
     let answer = response["steps"][3]["content"][0]["text"].as_str().unwrap();
     for format in ["openai_chat", "openai_responses", "anthropic_messages", "gemini_contents"] {
         let other = export(s, "b", format);
@@ -196,7 +202,7 @@ fn a_screenshot_result_goes_where_each_format_carries_it(s: &mut Server) {
                 "gemini_contents",
                 "/contents/2/parts/0",
                 json!({"functionResponse": {"name": "screenshot", "response": {"content": "Captured 1x1."},
-                       "parts": [{"inlineData": {"mimeType": "image/png", "data": PNG}}]}}),
+                       "parts": [{"inline_data": {"mime_type": "image/png", "data": PNG}}]}}),
             ),
             (
                 "gemini_interactions",
@@ -209,6 +215,14 @@ fn a_screenshot_result_goes_where_each_format_carries_it(s: &mut Server) {
         for (format, at, result) in results {
             let exported = export(s, id, format);
             assert_eq!(exported["payload"].pointer(at), Some(&result), "{through} to {format}");
+            // By reference: a `{ref}` where the base64 was, and the body imports as well.
+            let by_ref = s.call("session/export", json!({"session_id": id, "format": format, "images": "ref"}));
+            assert!(!by_ref["payload"].to_string().contains(&PNG[..40]), "{format}: {}", by_ref["payload"]);
+            let copy = format!("{id}-{format}-ref");
+            let data = by_ref["payload"].clone();
+            s.call("session/from_dict", json!({"format": format, "session_id": copy, "data": data}));
+            let copied = s.call("session/history", json!({"session_id": copy}));
+            assert_eq!(copied["messages"][2]["images"], json!([PNG]), "{format}: imported by reference");
             // The call convo built for Gemini carries Google's placeholder signature.
             let placeholder = "a function call of the current turn has no thought signature: Google's placeholder \
                                `skip_thought_signature_validator` was written on the first call of its message";
@@ -275,7 +289,55 @@ fn usage_sums_over_a_tool_loop(s: &mut Server) {
     assert_eq!(s.call("session/get", json!({"session_id": "u"}))["usage"], total);
 }
 
+/// A count continued from a session's running count names the pending calls' results
+/// (the repaired view's) as a full count does: counting twice gives one number.
+fn a_running_count_keeps_the_names_of_pending_results(s: &mut Server) {
+    for (format, name) in
+        [("gemini_contents", "gemini_thought_signatures"), ("gemini_interactions", "gemini_interactions_thought_calls")]
+    {
+        let id = format!("rc-{format}");
+        s.call("session/create", json!({"session_id": id}));
+        s.call("session/add_user", json!({"session_id": id, "text": "Paris and London?"}));
+        s.call("session/add_response", json!({"session_id": id, "format": format, "response": fixture(name)}));
+        let count = |s: &mut Server| s.call("session/count_tokens", json!({"session_id": id, "format": format}));
+        let first = count(s)["tokens"].clone();
+        assert_eq!(count(s)["tokens"], first, "{format}: counted again from the running count");
+        s.call("session/add_user", json!({"session_id": id, "text": "Never mind."}));
+        let third = count(s)["tokens"].clone();
+        let mut dict = s.call("session/to_dict", json!({"session_id": id}));
+        dict["session_id"] = json!(format!("{id}-copy"));
+        s.call("session/from_dict", json!({"data": dict}));
+        let fresh = s.call("session/count_tokens", json!({"session_id": format!("{id}-copy"), "format": format}));
+        assert_eq!(fresh["tokens"], third, "{format}: a full count of the same history");
+    }
+}
+
+/// What an Interaction must be to be stored: a status that carries output, and calls
+/// with their ids. Anything else is -32602 and changes nothing.
+fn interactions_that_carry_no_turn_are_refused(s: &mut Server) {
+    s.call("session/create", json!({"session_id": "bad"}));
+    s.call("session/add_user", json!({"session_id": "bad", "text": "go"}));
+    let mut running = fixture("gemini_interactions_stateless");
+    running["status"] = json!("in_progress");
+    let mut no_id = fixture("gemini_interactions_thought_calls");
+    no_id["steps"][2].as_object_mut().unwrap().remove("id");
+    let cases = [
+        (running, "carries no assistant output (its status is in_progress)"),
+        (fixture("gemini_interactions_failed"), "carries no assistant output (its status is failed)"),
+        (no_id, "each function_call step must have a string `id`"),
+        (json!({"object": "response", "status": "completed", "steps": []}), "expected an Interaction"),
+    ];
+    for (response, said) in cases {
+        let params = json!({"session_id": "bad", "format": "gemini_interactions", "response": response});
+        let e = s.fail("session/add_response", params, -32602);
+        assert!(e["message"].as_str().unwrap().contains(said), "{e}");
+    }
+    assert_eq!(s.call("session/get", json!({"session_id": "bad"}))["revision"], 1);
+}
+
 crate::every_store!(
+    a_running_count_keeps_the_names_of_pending_results,
+    interactions_that_carry_no_turn_are_refused,
     usage_sums_over_a_tool_loop,
     built_in_tool_steps_are_replayed_and_left_out_elsewhere,
     a_stateless_response_has_no_response_id,

@@ -270,9 +270,9 @@ export type SearchHit = {
 /** An assistant turn in its provider's own form (spec section 13). Export to the same format replays `body` verbatim; the message's content and tool_calls are its common form, derived from it. */
 export type Native = {
   format: Format;
-  /** The model that produced it (Anthropic `model`, Responses `model`, Chat `model`, Gemini `modelVersion`). */
+  /** The model that produced it (Anthropic `model`, Responses `model`, Chat `model`, Gemini `modelVersion`, the Interaction's `model`). */
   model: string | null;
-  /** The assistant turn exactly as the provider returned it, member order and all: Anthropic the Message's `content` array; the Responses API the response's `output` items; Chat `choices[0].message`; Gemini the candidate's `content` ({role: "model", parts}). */
+  /** The assistant turn exactly as the provider returned it, member order and all: Anthropic the Message's `content` array; the Responses API the response's `output` items; Chat `choices[0].message`; Gemini the candidate's `content` ({role: "model", parts}); the Interactions API the Interaction's `steps`. */
   body: unknown;
 };
 
@@ -298,7 +298,7 @@ export type AddedResponse = {
   message_id: string;
   index: number;
   revision: number;
-  /** The ids of the calls the turn made, in order: what their results answer (Responses `call_id`, never the `fc_` item id; a Gemini call without an id gets `call_<n>`). */
+  /** The ids of the calls the turn made, in order: what their results answer (Responses `call_id`, never the `fc_` item id; a Gemini call without an id gets `call_<n>`; an Interactions `function_call` step's `id`). */
   tool_call_ids: string[];
   /** The append was a retry of one the history holds (`message_id`): this is its first reply, and nothing changed. Absent otherwise. */
   duplicate?: true;
@@ -320,7 +320,7 @@ export type ClearToolResults = {
   [member: string]: unknown;
 };
 
-/** The reasoning of all but the last `keep` assistant messages that carry reasoning is left out (Anthropic thinking and redacted_thinking blocks; Responses reasoning items, with the `id`s of the items after them; Chat `reasoning_content`; Gemini thought parts and `thoughtSignature`s), never that of the current turn (everything after the last user message). */
+/** The reasoning of all but the last `keep` assistant messages that carry reasoning is left out (Anthropic thinking and redacted_thinking blocks; Responses reasoning items, with the `id`s of the items after them; Chat `reasoning_content`; Gemini thought parts and `thoughtSignature`s; Interactions `thought` steps), never that of the current turn (everything after the last user message). */
 export type ClearThinking = {
   keep?: number;
   [member: string]: unknown;
@@ -530,7 +530,7 @@ export type SessionAddMessageResult = Added;
 /** Params of `session/add_response`. */
 export type SessionAddResponseParams = {
   session_id: SessionId;
-  /** openai_chat: a `chat.completion`; openai_responses: a `response`; anthropic_messages: a `message`; gemini_contents: a `GenerateContentResponse` (candidate 0); gemini_interactions: an Interaction (`object: "interaction"`, with or without `id`; `status` completed or requires_action). */
+  /** openai_chat: a `chat.completion`; openai_responses: a `response`; anthropic_messages: a `message`; gemini_contents: a `GenerateContentResponse` (candidate 0); gemini_interactions: an Interaction (`object: "interaction"`, with or without `id`; `status` completed, requires_action or incomplete, with steps). */
   format: Format;
   response: Record<string, unknown>;
   metadata?: Record<string, unknown> | null;
@@ -710,7 +710,7 @@ export type SessionToDictResult = Dict;
 export type SessionFromDictParams = {
   /** `[]` (an empty Lua table) is read as `{}` (an empty import), and so are its `metadata` and its messages' `metadata`. */
   data: DictInput | Record<string, unknown>;
-  /** Read `data` as this provider's request body: its messages (`messages`, Gemini's `contents`, the Responses API's `input`) and system prompt (`system`, `system_instruction`, `instructions`) become the session's; a leading OpenAI `system` (or `developer`) message is the system prompt. Each assistant turn becomes one message with the turn as its native form (model null) and its common form derived, and each tool result a tool message; a user turn's items are split where export merged them; so session/export of the result in the same format gives back the body byte for byte. Gemini calls without ids get `call_<n>` ids; a response answers the oldest open call of its name. User items with no convo counterpart are kept as content parts of their type (a Gemini part's type is its key). */
+  /** Read `data` as this provider's request body: its messages (`messages`, Gemini's `contents`, the Responses API's and the Interactions API's `input`) and system prompt (`system`, `system_instruction`, `instructions`) become the session's; a leading OpenAI `system` (or `developer`) message is the system prompt. Each assistant turn becomes one message with the turn as its native form (model null) and its common form derived, and each tool result a tool message; a user turn's items are split where export merged them; so session/export of the result in the same format gives back the body byte for byte. Gemini calls without ids get `call_<n>` ids; a response answers the oldest open call of its name. User items with no convo counterpart are kept as content parts of their type (a Gemini part's type is its key). */
   format?: Format;
   /** With `format` only (else -32602: our own dict carries its id in `data`): the imported session's id; a new one by default. */
   session_id?: SessionId;
@@ -729,7 +729,7 @@ export type SessionExportParams = {
   session_id: SessionId;
   format: Format;
   repair?: boolean;
-  /** `ref`: `{ref}` where the body would hold an image's base64 (an OpenAI data URL, an Anthropic `source.data`, a Gemini `inline_data.data`). */
+  /** `ref`: `{ref}` where the body would hold an image's base64 (an OpenAI data URL, an Anthropic `source.data`, a Gemini `inline_data.data`, an Interactions image block's `data`). */
   images?: Images;
   /** The model the request is for: only native bodies of that model (or that model plus a date, either way round) are replayed verbatim; the others are built from the common form, with a warning. */
   model?: string;

@@ -234,7 +234,13 @@ impl Generations {
         mark: u64,
     ) -> Piece {
         let make = || export::piece(format, i, m, options, around);
-        let Some(key) = key(print, m, mark) else { return make() };
+        let Some(mut key) = key(print, m, mark) else { return make() };
+        // A result sent under its call's name is a piece of that name too.
+        if format.names_results()
+            && let Some(id) = m.tool_call_id.as_deref()
+        {
+            key = FixedState::default().hash_one((key, around.call(id).map(Value::to_string)));
+        }
         if let Some(piece) = self.get(key) {
             return piece;
         }
@@ -282,7 +288,8 @@ impl Pieces {
         let fresh_start = super::latest_compaction(stored, format, options);
         if from.is_some()
             && (fresh_start.is_some()
-                || (format.names_results() && stored.iter().any(|m| m.role == crate::session::Role::Tool)))
+                || (format.names_results()
+                    && stored.iter().chain(&repaired).any(|m| m.role == crate::session::Role::Tool)))
         {
             return None;
         }

@@ -47,6 +47,12 @@ impl<'a, M: AsRef<Message>> Around<'a, M> {
     fn names(&self) -> &Map<String, Value> {
         self.names.get_or_init(|| Arc::new(call_names(self.messages)))
     }
+
+    /// What a result answering call `id` is sent under in a format that names results
+    /// (`Format::names_results`): the call's name, and whether its id was Gemini's own.
+    pub fn call(&self, id: &str) -> Option<&Value> {
+        self.names().get(id)
+    }
 }
 
 /// The names of `messages`' calls, as a Gemini body sends their results.
@@ -132,7 +138,8 @@ fn placeholder_tokens(f: &TurnFormat) -> usize {
 pub struct Tally {
     layout: Layout,
     tokens: usize,
-    /// The texts of history system messages moved into the system prompt (with `fix`).
+    /// The texts of history system messages moved into the system prompt (with `fix`;
+    /// always for Interactions, whose steps have no place for one).
     moved: Vec<String>,
 }
 
@@ -194,8 +201,7 @@ impl Tally {
             Format::AnthropicMessages | Format::GeminiContents | Format::GeminiInteractions => {
                 let mut joined = system.map(str::to_owned);
                 for text in &self.moved {
-                    let next = [joined.take().unwrap_or_default(), text.clone()].join("\n\n");
-                    joined = Some(next.trim_start().to_owned());
+                    joined = Some(super::join_system(joined.take(), text));
                 }
                 joined.filter(|s| !s.is_empty()).map_or(0, |s| count_text(&s))
             }

@@ -100,7 +100,8 @@ fn parts(
         // A result's images: the response's own `parts` (multimodal function responses).
         let images = images(i, m, warnings);
         if !images.is_empty() {
-            let part = |image: super::Image| json!({"inlineData": {"mimeType": image.media_type, "data": image.data}});
+            let part =
+                |image: super::Image| json!({"inline_data": {"mime_type": image.media_type, "data": image.data}});
             response["parts"] = images.into_iter().map(part).collect();
         }
         return vec![json!({"functionResponse": response})];

@@ -7,7 +7,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Export, Format, Options, Warning, calls, images, object_args, replay, text, unexpressed_parts};
+use super::{
+    Export, Format, Options, Warning, calls, images, join_system, object_args, replay, text, unexpressed_parts,
+};
 use crate::session::message::{Message, Role};
 
 /// Where history system messages go, for the warning.
@@ -19,7 +21,7 @@ pub(super) fn export(system: Option<&str>, messages: &[impl AsRef<Message>], opt
     let mut system = system.map(str::to_owned);
     for (i, m) in messages.iter().map(AsRef::as_ref).enumerate() {
         if m.role == Role::System {
-            system = Some(moved(system.take(), &m.content));
+            system = Some(join_system(system.take(), &text(&m.content)));
             let message = format!("a system message was moved into `{SYSTEM_FIELD}`");
             warnings.push(Warning { index: Some(i), message });
             continue;
@@ -36,12 +38,6 @@ pub(super) fn export(system: Option<&str>, messages: &[impl AsRef<Message>], opt
     Export { payload, warnings, sources }
 }
 
-/// The system prompt with a history system message's text joined on (the steps have no
-/// place for one).
-pub(super) fn moved(system: Option<String>, content: &Value) -> String {
-    [system.unwrap_or_default(), text(content)].join("\n\n").trim_start().to_owned()
-}
-
 /// A message's steps: each message makes steps of its own, never merged. A system
 /// message makes none (`export` moves it).
 pub(super) fn steps(
@@ -54,8 +50,8 @@ pub(super) fn steps(
     match m.role {
         Role::System => Vec::new(),
         Role::User => {
-            unexpressed_parts(i, m, &[], warnings);
-            let content = blocks(i, m, warnings);
+            unexpressed_parts(i, m, OWN_BLOCKS, warnings);
+            let content = blocks(i, m, OWN_BLOCKS, warnings);
             if content.is_empty() && options.fix {
                 warnings.push(Warning { index: Some(i), message: "an empty message was left out".into() });
                 return Vec::new();
@@ -73,7 +69,7 @@ pub(super) fn steps(
             if let Some(name) = names.get(id).and_then(|k| k["name"].as_str()) {
                 step["name"] = json!(name);
             }
-            let content = blocks(i, m, warnings);
+            let content = blocks(i, m, &[], warnings);
             step["result"] = match content.as_slice() {
                 [] => json!(""),
                 [only] if only["type"] == "text" => only["text"].clone(),
@@ -84,8 +80,13 @@ pub(super) fn steps(
     }
 }
 
-/// A message's text block (when it has text), then one image block per image.
-fn blocks(i: usize, m: &Message, warnings: &mut Vec<Warning>) -> Vec<Value> {
+/// Content blocks of the API's own that a user message keeps as parts (an import puts
+/// them there) and sends as they are.
+const OWN_BLOCKS: &[&str] = &["audio", "document", "video"];
+
+/// A message's text block (when it has text), one image block per image, then its
+/// blocks of the `own` types (the API's own, where they may go).
+fn blocks(i: usize, m: &Message, own: &[&str], warnings: &mut Vec<Warning>) -> Vec<Value> {
     let mut content = Vec::new();
     let text = text(&m.content);
     if !text.is_empty() {
@@ -94,6 +95,8 @@ fn blocks(i: usize, m: &Message, warnings: &mut Vec<Warning>) -> Vec<Value> {
     for image in images(i, m, warnings) {
         content.push(json!({"type": "image", "data": image.data, "mime_type": image.media_type}));
     }
+    let parts = m.content.as_array().into_iter().flatten();
+    content.extend(parts.filter(|p| p["type"].as_str().is_some_and(|t| own.contains(&t))).cloned());
     content
 }
 

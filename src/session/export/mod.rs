@@ -187,6 +187,12 @@ pub(crate) struct TurnFormat {
 /// The text of the user turn put before a history that starts with the assistant.
 pub(crate) const PLACEHOLDER: &str = "(The conversation so far continues below.)";
 
+/// The system prompt with a history system message's text joined on, as the formats
+/// that have no place for one in the history send it.
+pub(crate) fn join_system(system: Option<String>, text: &str) -> String {
+    [system.unwrap_or_default().as_str(), text].join("\n\n").trim_start().to_owned()
+}
+
 /// A message's part of a turn: items built from its common form, or (replayed) a whole
 /// native turn, which goes out as it is unless it must merge with the turn before it.
 pub(crate) enum Items {
@@ -285,8 +291,7 @@ pub(crate) fn turns<M: AsRef<Message>>(
     for (i, m) in messages.iter().map(AsRef::as_ref).enumerate() {
         if fix && m.role == Role::System {
             layout.place(m.role, fix, false, false);
-            let joined = [system.take().unwrap_or_default(), text(&m.content)].join("\n\n");
-            system = Some(joined.trim_start().to_owned());
+            system = Some(join_system(system.take(), &text(&m.content)));
             warn(warnings, i, format!("a system message was moved into `{}`", f.system_field));
             continue;
         }
@@ -350,17 +355,7 @@ pub(crate) fn replay<'m>(
                 format!("reasoning left out: {} cannot carry it; export {}", format.provider(), native.format.name());
             warn(warnings, message);
         }
-        let own = native::own_steps(native);
-        if !own.is_empty() {
-            let kinds: Vec<String> = own.iter().map(|k| quote(k)).collect();
-            let message = format!(
-                "built-in tool steps left out ({}): {} cannot carry them; export {}",
-                kinds.join(", "),
-                format.provider(),
-                native.format.name()
-            );
-            warn(warnings, message);
-        }
+        own_steps_left_out(format, index, native, warnings);
         return None;
     }
     if let Some(wanted) = &options.model
@@ -373,9 +368,27 @@ pub(crate) fn replay<'m>(
             quote(wanted)
         );
         warn(warnings, message);
+        own_steps_left_out(format, index, native, warnings);
         return None;
     }
     Some(&native.body)
+}
+
+/// The warning for the steps of built-in tools a native body holds, when it is built
+/// from its common form instead of replayed.
+fn own_steps_left_out(format: Format, index: usize, native: &native::Native, warnings: &mut Vec<Warning>) {
+    let own = native::own_steps(native);
+    if own.is_empty() {
+        return;
+    }
+    let kinds: Vec<String> = own.iter().map(|k| quote(k)).collect();
+    let message = format!(
+        "built-in tool steps left out ({}): {} cannot carry them; export {}",
+        kinds.join(", "),
+        format.provider(),
+        native.format.name()
+    );
+    warnings.push(Warning { index: Some(index), message });
 }
 
 /// A tool call in the shape every provider is built from.

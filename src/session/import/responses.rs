@@ -84,7 +84,8 @@ fn image(part: &Value) -> Option<Value> {
     }
     match part["image_url"].as_str().and_then(|u| u.strip_prefix("data:")) {
         Some(url) => url.split_once(";base64,").map(|(_, data)| json!(data)),
-        None => super::image_data(part.get("image_url")),
+        // A `{ref}` where `images: "ref"` put one; an https URL is no image convo holds.
+        None => super::image_data(part.get("image_url").filter(|u| u.is_object())),
     }
 }
 

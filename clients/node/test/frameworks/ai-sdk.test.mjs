@@ -331,7 +331,7 @@ test("a tool result with an image (a screenshot): in convo's images, inside the 
     const output = /** @type {any[]} */ (exports["openai_responses"]?.payload["input"]).find((i) => i.type === "function_call_output");
     assert.deepEqual(output.output[1], { type: "input_image", image_url: `data:image/png;base64,${SCREENSHOT}` });
     const gemini = await client.export({ session_id: sessionId, format: "gemini_contents" });
-    assert.deepEqual(/** @type {any[]} */ (gemini.payload["contents"])[2].parts[0].functionResponse.parts, [{ inlineData: { mimeType: "image/png", data: SCREENSHOT } }]);
+    assert.deepEqual(/** @type {any[]} */ (gemini.payload["contents"])[2].parts[0].functionResponse.parts, [{ inline_data: { mime_type: "image/png", data: SCREENSHOT } }]);
     const interactions = await client.export({ session_id: sessionId, format: "gemini_interactions" });
     assert.deepEqual(/** @type {any[]} */ (interactions.payload["input"]).find((s) => s.type === "function_result").result[1], { type: "image", data: SCREENSHOT, mime_type: "image/png" });
     assert.deepEqual(exports["openai_chat"]?.warnings, [
