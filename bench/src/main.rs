@@ -3,7 +3,7 @@
 //! the same methods: `session/create`, `add_user`, `history`, `fork`, `trim`.
 //!
 //! ```text
-//! convo-bench [--quick] [--million] [--million-only] [--provider] [--context] [--search] [--images] [--history-only] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]
+//! convo-bench [--quick] [--million] [--million-only] [--provider] [--context] [--search] [--search-messages N] [--images] [--history-only] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]
 //! ```
 //!
 //! `--round-trips-only` is for the echo floor, which keeps no state; `--million` (a
@@ -12,7 +12,8 @@
 //! `--provider` (export and token counts), `--context` (a 100,000-message session
 //! exported with `fit`, and the share of a cached tool loop's input read from cache) and
 //! `--search` (full-text search over 100,000
-//! messages; `--search-only` measures nothing else) and `--images` (`history` of a session
+//! messages, or `--search-messages N`; the first search, which reads what was stored, is
+//! reported apart; `--search-only` measures nothing else) and `--images` (`history` of a session
 //! of 1 MiB images inline and by reference; `--images-only`) use methods only convo has
 //! (`--history-only` measures `history` alone, for profiling it); `--runtime`
 //! measures a turn through the host (convo's `session/run`, the echo's `echo/ask`).
@@ -76,7 +77,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(split) = args.iter().position(|a| a == "--") else {
         eprintln!(
-            "usage: convo-bench [--quick] [--million] [--million-only] [--provider] [--context] [--search] [--images] [--history-only] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]"
+            "usage: convo-bench [--quick] [--million] [--million-only] [--provider] [--context] [--search] [--search-messages N] [--images] [--history-only] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]"
         );
         std::process::exit(2);
     };
@@ -88,6 +89,10 @@ fn main() {
     // requests, so that a run ends in minutes; the rate is per second all the same.
     if let Some(n) = value("--pipelined").and_then(|n| n.parse().ok()) {
         sizes.pipelined = n;
+    }
+    // Search over more messages than the 100,000 (the memory store's index at depth).
+    if let Some(n) = value("--search-messages").and_then(|n| n.parse().ok()) {
+        sizes.search = n;
     }
     let sizes = &sizes;
     let label = value("--label").unwrap_or_else(|| cmd.join(" "));
@@ -106,7 +111,9 @@ fn main() {
     let mut c = Client::spawn(cmd);
     if flag("--search-only") {
         measure_search(&mut c, sizes, &mut report);
+        report.add("peak_rss_mib", c.peak_rss_kib() as f64 / 1024.0, "MiB");
         c.close();
+        report.write(value("--json"));
         return;
     }
     if flag("--images-only") {
@@ -587,6 +594,16 @@ fn measure_search(c: &mut Client, sizes: &Sizes, report: &mut Report) {
         ("prefix", json!({"query": "fun*"})),
         ("in_one_session", json!({"query": "error", "session_id": "search3"})),
     ];
+    // The first search reads what was stored since the last (the memory store indexes
+    // its words then); the five timed after it are the steady state.
+    let size = match sizes.search {
+        1_000_000 => "1m".to_owned(),
+        100_000 => "100k".to_owned(),
+        n => n.to_string(),
+    };
+    let started = std::time::Instant::now();
+    c.call("session/search", &json!({"query": "zebra"}).to_string());
+    report.add(&format!("search_{size}_first_ms"), ms(started.elapsed()), "ms");
     for (name, params) in queries {
         let params = params.to_string();
         let times = (0..5)
@@ -596,6 +613,6 @@ fn measure_search(c: &mut Client, sizes: &Sizes, report: &mut Report) {
                 started.elapsed()
             })
             .collect();
-        report.add(&format!("search_100k_{name}_ms"), ms(median(times)), "ms");
+        report.add(&format!("search_{size}_{name}_ms"), ms(median(times)), "ms");
     }
 }
