@@ -10,6 +10,7 @@ mod context;
 mod dict;
 mod durable;
 mod export;
+mod failover;
 mod fleet;
 mod history;
 mod interactions;

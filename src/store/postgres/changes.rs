@@ -12,7 +12,19 @@
 //! delivered twice. LISTEN runs on a connection of its own (`listen_url=`, else the
 //! store's URL), open only while someone watches; rows older than ten minutes are
 //! removed by the writers.
+//!
+//! Failover: each read also names the server that answered it (its system identifier
+//! and timeline). When that changes (a standby promoted), or the highest position went
+//! back, the reader reads the table again as it stands on the new server, and delivers
+//! every row it had not read before: the reader remembers the rows of its last
+//! `REMEMBERED` positions, each by its transaction id and time, because a standby that
+//! was promoted without the old primary's last commits gives the next changes the
+//! positions (and transaction ids) of those lost commits. So a subscriber misses no
+//! change committed on the new primary. Of the commits the old primary lost (an
+//! asynchronous standby only), a subscriber was told as they committed; they are not on
+//! the new primary, and the changes after them may carry revisions already notified.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -99,11 +111,57 @@ impl Changes {
     }
 }
 
-/// Where the last read left off: the highest position seen, and the transactions that
-/// were still running then.
+/// Where the last read left off: the highest position seen, the transactions that were
+/// still running then, the server that answered, and the changes read lately.
 struct Place {
     top: i64,
     running: Vec<i64>,
+    server: Server,
+    seen: Seen,
+}
+
+/// The server a read was answered by: its cluster's system identifier and its timeline.
+/// A standby promoted keeps the identifier and takes the next timeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Server {
+    system: i64,
+    timeline: i64,
+}
+
+/// The changes read lately, by position: the transaction that wrote each and when, so
+/// that the rows a new primary wrote at positions already read (an asynchronous standby
+/// promoted without the old primary's last commits reuses their positions, and their
+/// transaction ids) are told from the rows read before. The last `REMEMBERED` positions.
+#[derive(Default)]
+struct Seen(BTreeMap<i64, (i64, i64)>);
+
+/// How many positions below the highest a reader remembers: a standby that lagged by
+/// more changes than these when it was promoted may have written changes no subscriber
+/// is told of.
+const REMEMBERED: i64 = 16_384;
+
+impl Seen {
+    /// Remembers a row; `true` when it is new (not a row read before at that position).
+    fn note(&mut self, pos: i64, row: (i64, i64)) -> bool {
+        self.0.insert(pos, row) != Some(row)
+    }
+
+    fn forget_below(&mut self, top: i64) {
+        self.0 = self.0.split_off(&(top - REMEMBERED + 1));
+    }
+}
+
+/// How a read finds the rows it wants.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Scan {
+    /// The first: where "now" is, and the rows of the last `REMEMBERED` positions to
+    /// remember (none delivered).
+    Start,
+    /// The rows past the last read's top, and those of the transactions running then.
+    Next,
+    /// On a new server (a promoted standby, positions that went back): the rows of the
+    /// last `REMEMBERED` positions as they stand there, those not read before delivered.
+    Resume,
 }
 
 async fn read(changes: Weak<Changes>, connections: Arc<Connections>, schema: Arc<str>, listen: Target) {
@@ -127,12 +185,10 @@ async fn read(changes: Weak<Changes>, connections: Arc<Connections>, schema: Arc
             listener = Some(tokio::spawn(listen_for(listen.clone(), schema.clone(), changes.clone())));
         }
         let taken = me.wanted.load(Ordering::Acquire);
-        match next(&connections, &schema, place.as_ref()).await {
+        match next(&connections, &schema, place.take()).await {
             Ok((found, next_place)) => {
-                if place.is_some() {
-                    for change in found {
-                        me.feed.publish(change);
-                    }
+                for change in found {
+                    me.feed.publish(change);
                 }
                 place = Some(next_place);
                 me.ready.send_replace(taken);
@@ -141,7 +197,8 @@ async fn read(changes: Weak<Changes>, connections: Arc<Connections>, schema: Arc
                     failing = false;
                 }
             }
-            Err(e) => {
+            Err((e, kept)) => {
+                place = kept;
                 if !failing {
                     tracing::warn!(error = %e, "cannot read the change table; retrying");
                     failing = true;
@@ -156,44 +213,149 @@ async fn read(changes: Weak<Changes>, connections: Arc<Connections>, schema: Arc
 }
 
 /// One read: the changes committed since `place` (none at the first read, which only
-/// finds where "now" is), and the place after it. One statement, one snapshot.
-async fn next(connections: &Connections, schema: &str, place: Option<&Place>) -> Result<(Vec<Change>, Place)> {
-    let client = connections.get().await?;
+/// finds where "now" is), and the place after it; on a server other than the last
+/// read's, or one whose positions went back, the table read again as it stands there
+/// (`Scan::Resume`). On failure, the place is given back as it was.
+async fn next(
+    connections: &Connections,
+    schema: &str,
+    place: Option<Place>,
+) -> std::result::Result<(Vec<Change>, Place), (crate::Error, Option<Place>)> {
+    let Some(place) = place else {
+        let (_, place) = scan(connections, schema, Scan::Start, Place::default()).await.map_err(|(e, _)| (e, None))?;
+        return Ok((Vec::new(), place.into_place()));
+    };
+    let (was, top) = (place.server, place.top);
+    match scan(connections, schema, Scan::Next, place).await.map_err(|(e, p)| (e, Some(p)))? {
+        (found, Moved::No(place)) => Ok((found, place)),
+        (_, Moved::To(now, table_top, place)) => {
+            tracing::warn!(
+                before = ?was,
+                now = ?now,
+                top_before = top,
+                top_now = table_top,
+                "the change table is on a new server (a standby promoted?); reading it again as it stands"
+            );
+            let (found, place) = scan(connections, schema, Scan::Resume, place).await.map_err(|(e, p)| (e, Some(p)))?;
+            Ok((found, place.into_place()))
+        }
+    }
+}
+
+impl Default for Place {
+    fn default() -> Self {
+        Place { top: 0, running: Vec::new(), server: Server { system: 0, timeline: 0 }, seen: Seen::default() }
+    }
+}
+
+/// What a `Scan::Next` found of the server: the same (the place after the read), or
+/// another, or positions gone back (the server and its top, and the place as it was).
+enum Moved {
+    No(Place),
+    To(Server, i64, Place),
+}
+
+impl Moved {
+    /// A place a start or resume leaves: never moved.
+    fn into_place(self) -> Place {
+        match self {
+            Moved::No(place) | Moved::To(_, _, place) => place,
+        }
+    }
+}
+
+/// One statement, one snapshot: the rows `how` wants, the place after them, and the
+/// changes to deliver.
+async fn scan(
+    connections: &Connections,
+    schema: &str,
+    how: Scan,
+    mut place: Place,
+) -> std::result::Result<(Vec<Change>, Moved), (crate::Error, Place)> {
+    let client = match connections.get().await {
+        Ok(client) => client,
+        Err(e) => return Err((e, place)),
+    };
     let db = Db::new(&client, schema);
-    let (after, running) = place.map_or((None, Vec::new()), |p| (Some(p.top), p.running.clone()));
+    let (after, running, window) = match how {
+        Scan::Start | Scan::Resume => (None, Vec::new(), Some(REMEMBERED)),
+        Scan::Next => (Some(place.top), place.running.clone(), None),
+    };
+    // A primary's timeline is that of the WAL it writes; a standby's, that of its last
+    // restart point.
     let rows = query(
         db,
-        "SELECT r.running, r.top, c.pos, c.session_id, c.revision, c.kind, c.message_count \
+        "SELECT r.running, r.top, r.system, r.timeline, \
+                c.pos, c.session_id, c.revision, c.kind, c.message_count, c.xid, c.stamp \
          FROM (SELECT ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) x) AS running, \
-                      (SELECT coalesce(max(pos), 0) FROM convo.changes) AS top) r \
-         LEFT JOIN convo.changes c ON c.pos > $1 OR c.xid = ANY($2) \
+                      (SELECT coalesce(max(pos), 0) FROM convo.changes) AS top, \
+                      (SELECT system_identifier FROM pg_control_system()) AS system, \
+                      CASE WHEN pg_is_in_recovery() THEN (SELECT timeline_id FROM pg_control_checkpoint())::int8 \
+                           ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int4::int8 \
+                      END AS timeline) r \
+         LEFT JOIN (SELECT *, (extract(epoch FROM at) * 1000000)::int8 AS stamp FROM convo.changes) c \
+           ON c.pos > $1 OR c.xid = ANY($2) OR c.pos > r.top - $3 \
          ORDER BY c.pos",
-        &[&after, &running],
+        &[&after, &running, &window],
     )
-    .await?;
+    .await;
+    let rows = match rows {
+        Ok(rows) => rows,
+        Err(e) => return Err((e, place)),
+    };
     let corrupt =
         |e: tokio_postgres::Error| crate::Error::StorageUnavailable(format!("a change row does not parse: {e}"));
-    let mut next = Place { top: after.unwrap_or(0), running: Vec::new() };
+    // The first row (there is one, with or without a change) says where the table is.
+    let Some(first) = rows.first() else { return Ok((Vec::new(), Moved::No(place))) };
+    let (server, top) = match (first.try_get(2), first.try_get(3), first.try_get::<_, i64>(1)) {
+        (Ok(system), Ok(timeline), Ok(top)) => (Server { system, timeline }, top),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return Err((corrupt(e), place)),
+    };
+    if how == Scan::Next && (server != place.server || top < place.top) {
+        return Ok((Vec::new(), Moved::To(server, top, place)));
+    }
+    match read_rows(&rows, how, &mut place) {
+        Ok(found) => {
+            place.server = server;
+            if how != Scan::Next {
+                place.top = top;
+            }
+            place.seen.forget_below(place.top);
+            Ok((found, Moved::No(place)))
+        }
+        Err(e) => Err((corrupt(e), place)),
+    }
+}
+
+/// Takes the rows of one `scan` into `place` (the transactions running, the highest
+/// position, the rows remembered); the changes to deliver: none at the start, and on a
+/// resume only those not read before.
+fn read_rows(
+    rows: &[tokio_postgres::Row],
+    how: Scan,
+    place: &mut Place,
+) -> std::result::Result<Vec<Change>, tokio_postgres::Error> {
     let mut found = Vec::new();
     for (i, row) in rows.iter().enumerate() {
         if i == 0 {
-            next.running = row.try_get(0).map_err(corrupt)?;
-            if after.is_none() {
-                next.top = row.try_get(1).map_err(corrupt)?;
-            }
+            place.running = row.try_get(0)?;
         }
-        let Some(pos) = row.try_get::<_, Option<i64>>(2).map_err(corrupt)? else { continue };
-        next.top = next.top.max(pos);
-        let kind: String = row.try_get(5).map_err(corrupt)?;
+        let Some(pos) = row.try_get::<_, Option<i64>>(4)? else { continue };
+        place.top = place.top.max(pos);
+        let fresh = place.seen.note(pos, (row.try_get(9)?, row.try_get(10)?));
+        let kind: String = row.try_get(7)?;
         let Some(kind) = ChangeKind::parse(&kind) else { continue };
+        if how == Scan::Start || !fresh {
+            continue;
+        }
         found.push(Change {
-            session_id: row.try_get(3).map_err(corrupt)?,
-            revision: row.try_get::<_, i64>(4).map_err(corrupt)? as u64,
+            session_id: row.try_get(5)?,
+            revision: row.try_get::<_, i64>(6)? as u64,
             kind,
-            message_count: row.try_get::<_, i64>(6).map_err(corrupt)? as u64,
+            message_count: row.try_get::<_, i64>(8)? as u64,
         });
     }
-    Ok((found, next))
+    Ok(found)
 }
 
 /// LISTENs while the reader lives, reconnecting after a lost connection, and wakes the

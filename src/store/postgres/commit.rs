@@ -7,7 +7,9 @@
 //! `store::queued::signal`, as SQLite's does), and those queued back to back go as one
 //! run in one savepoint, every row of them in one round trip (`edits::append_run`; a run
 //! that fails is rolled back and its jobs applied one by one). A job's reply is sent only after its
-//! transaction committed; if the commit fails, every job in it fails with 1006.
+//! transaction committed; if the commit fails, every job in it fails with 1006. A
+//! transaction in which the server said it will not take writes (25006 on a standby:
+//! `errors::refuses_writes`) ends its connection, closed instead of returned to the pool.
 //!
 //! Jobs take row locks (`SELECT … FOR UPDATE` on the sessions they change) rather than
 //! running SERIALIZABLE: writers of different sessions never wait for each other, writers
@@ -28,7 +30,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Error, Result};
 use crate::store::postgres::changes;
-use crate::store::postgres::errors::pg as pg_error;
+use crate::store::postgres::errors::{pg as pg_error, refuses_writes};
 use crate::store::postgres::pool::Connections;
 use crate::store::postgres::rows::{Db, Statements};
 use crate::store::postgres::tx::{Carry, Pg};
@@ -276,6 +278,12 @@ async fn commit_group(
     if let Err(e) = &committed {
         tracing::error!(error = %e, "a write transaction failed; its requests did not take effect");
         let _ = db.batch_execute("ROLLBACK").await;
+    }
+    // A server that will not take writes (a standby) is not asked again on this
+    // connection: the next transaction connects anew.
+    let outcomes = done.iter().filter_map(|(_, outcome)| outcome.as_ref().err());
+    if let Some(e) = committed.as_ref().err().into_iter().chain(outcomes).find(|e| refuses_writes(e)).cloned() {
+        connections.discard(db, &e);
     }
     for (reply, outcome) in done {
         let outcome = match (&committed, outcome) {

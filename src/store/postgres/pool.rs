@@ -1,5 +1,6 @@
 //! This process's connections to PostgreSQL: at most `pool_max` of them, replaced when
-//! broken or closed by the server while idle. A request waits for a free one, and for a
+//! broken or closed by the server while idle, and closed, never reused, when the server
+//! said it will not take writes (`discard`). A request waits for a free one, and for a
 //! server (or pooler) that refuses a new connection because it has too many, up to the
 //! busy timeout; an unreachable server is reported at once (with back-off between
 //! attempts), in PostgreSQL's own words.
@@ -117,6 +118,16 @@ impl Connections {
             }
             Err(e) => Err(crate::store::postgres::errors::pg(e)),
         }
+    }
+
+    /// Closes `db`, on which the server said it will not take writes (a standby, a
+    /// server shutting down: `errors::refuses_writes`), and the idle connections to the
+    /// same servers: none goes back to the pool, and the next request connects anew,
+    /// through the URL's hosts and `target_session_attrs`, to one that takes writes.
+    pub fn discard(&self, db: Object, why: &Error) {
+        drop(Object::take(db));
+        self.pool.retain(|_, _| false);
+        tracing::warn!(error = %why, "PostgreSQL refused a write; its connections are closed and new ones will be made");
     }
 }
 
