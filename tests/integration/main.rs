@@ -11,6 +11,7 @@ mod dict;
 mod durable;
 mod export;
 mod failover;
+mod faults;
 mod fleet;
 mod history;
 mod interactions;

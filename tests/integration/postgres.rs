@@ -151,6 +151,11 @@ pub enum Front {
 /// Runs `bash scripts/postgres VERB DIR` (with `PGSSL=1` or `PGBOUNCER=1` as `front`
 /// says) and returns what it printed; a failure fails the test.
 pub fn postgres_script(verb: &str, dir: &Path, front: Front) -> String {
+    script_with(verb, dir, Some(front))
+}
+
+/// As `postgres_script`; `None`: the server alone, over plain TCP.
+fn script_with(verb: &str, dir: &Path, front: Option<Front>) -> String {
     let mut command = Command::new("bash");
     command
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/postgres"))
@@ -158,7 +163,9 @@ pub fn postgres_script(verb: &str, dir: &Path, front: Front) -> String {
         .arg(dir)
         .env_remove("PGSSL")
         .env_remove("PGBOUNCER");
-    command.env(if front == Front::Tls { "PGSSL" } else { "PGBOUNCER" }, "1");
+    if let Some(front) = front {
+        command.env(if front == Front::Tls { "PGSSL" } else { "PGBOUNCER" }, "1");
+    }
     let out = command.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "scripts/postgres {verb} {}: {stderr}", dir.display());
@@ -181,6 +188,14 @@ impl OwnPostgres {
         let dir = tempfile::Builder::new().prefix("postgres-").tempdir_in(&base).unwrap();
         // A start that fails stops what it began; the folder goes with `dir`.
         let url = postgres_script("start", dir.path(), front);
+        OwnPostgres { url, dir }
+    }
+
+    /// The server alone, over plain TCP.
+    pub fn start_plain() -> OwnPostgres {
+        let base = std::env::var_os("CONVO_RUN_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
+        let dir = tempfile::Builder::new().prefix("postgres-").tempdir_in(&base).unwrap();
+        let url = script_with("start", dir.path(), None);
         OwnPostgres { url, dir }
     }
 }
