@@ -374,6 +374,12 @@ type InitializeResult struct {
 		// take: compaction, clear_thinking, clear_tool_results, fit, cache.
 		Context []string `json:"context"`
 	} `json:"capabilities"`
+	// Store is the store as the server opened it.
+	Store struct {
+		// ReadOnly: opened for reading only (a file or file system the server cannot
+		// write); reads are answered, every write is ErrStorageUnavailable.
+		ReadOnly bool `json:"read_only"`
+	} `json:"store"`
 }
 
 // CreateSessionParams are session/create's params; every field is optional.

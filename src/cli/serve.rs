@@ -51,6 +51,9 @@ pub fn serve(global: &Global, args: &ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Some(why) = store.read_only() {
+        eprintln!("convo: the store is read-only ({why}): reads are answered, every write is refused with 1006");
+    }
     let config = rpc::Config {
         framing: match args.framing {
             FramingArg::Auto => None,

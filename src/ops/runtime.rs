@@ -430,6 +430,10 @@ impl Ops {
     /// Keeps, as messages marked `reason: "crashed"`, every draft whose owner stopped
     /// refreshing it; returns how many it kept. Run now and then by every process.
     pub async fn sweep_crashed_drafts(&self) -> Result<usize> {
+        // A store opened for reading only keeps its drafts as they are.
+        if self.store.read_only().is_some() {
+            return Ok(0);
+        }
         let mut kept = 0;
         for stream_id in self.store.stale_drafts(now_ms() - STALE_AFTER_MS).await? {
             if self.store.settle_draft(&stream_id, DraftEnd::Crashed).await?.is_some() {

@@ -31,6 +31,11 @@ impl Ops {
         self.store.kind()
     }
 
+    /// Why the store cannot be written, when it was opened for reading only.
+    pub fn store_read_only(&self) -> Option<&str> {
+        self.store.read_only()
+    }
+
     pub async fn create(&self, session_id: Option<String>, fields: Fields) -> Result<SessionInfo> {
         self.store.create(session_id, fields).await
     }

@@ -195,6 +195,12 @@ pub trait Sessions: Send + Sync + 'static {
     /// `memory`, `sqlite` or `postgres`, as `initialize` reports it.
     fn kind(&self) -> &'static str;
 
+    /// Why this process cannot write the store, when it opened it for reading only
+    /// (`initialize`'s `store.read_only`): every write is then 1006.
+    fn read_only(&self) -> Option<&str> {
+        None
+    }
+
     /// Creates an empty session; a server-chosen id when `session_id` is `None`.
     async fn create(&self, session_id: Option<String>, fields: Fields) -> Result<SessionInfo>;
 

@@ -155,3 +155,155 @@ fn postgres_on_a_full_disk_refuses_the_write_reads_on_and_recovers() {
         "PostgreSQL with convo's tables on an 8 MB tmpfs: {stored} messages of 256 KiB stored, the next refused with 1006 ({message}), one more after the disk grew"
     );
 }
+
+/// Who runs convo on a read-only store: root, or `nobody` (uid and gid 65534), whom
+/// root's bypass of file modes does not cover.
+#[derive(Clone, Copy, PartialEq)]
+enum As {
+    Root,
+    Nobody,
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid(2) has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `convo ARGS…` as `who`.
+fn convo_as(who: As, args: &[&str]) -> Output {
+    use std::os::unix::process::CommandExt as _;
+    let mut command = Command::new(env!("CARGO_BIN_EXE_convo"));
+    command.args(args).stdin(std::process::Stdio::null());
+    if who == As::Nobody {
+        command.uid(65534).gid(65534);
+    }
+    command.output().unwrap()
+}
+
+/// A database with two sessions, written and closed (no log left beside it), or killed
+/// mid-run (`with_log`: its `-wal` and `-shm` left beside it, holding the second).
+fn written(db: &Path, with_log: bool) {
+    let mut s = Server::on_file(db, Framing::Ndjson, &[]);
+    s.call("session/create", json!({"session_id": "first", "title": "kept"}));
+    s.call("session/add_user", json!({"session_id": "first", "text": "hello"}));
+    if with_log {
+        // The first session in the file itself, the second in the log alone.
+        s.call("shutdown", json!(null));
+        s.notify("exit", json!(null));
+        s.wait();
+        s = Server::on_file(db, Framing::Ndjson, &["--durability", "full"]);
+    }
+    s.call("session/create", json!({"session_id": "second"}));
+    s.call("session/add_user", json!({"session_id": "second", "text": "in the log"}));
+    if with_log {
+        s.kill();
+    } else {
+        s.finish();
+    }
+    let log = db.with_extension("db-wal");
+    assert_eq!(log.exists() && std::fs::metadata(&log).unwrap().len() > 0, with_log, "{}", log.display());
+}
+
+/// The folder's entries with their sizes and modes, to show nothing was created or
+/// changed.
+fn listing(dir: &Path) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut found: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            format!("{} {} {:o} {}", e.file_name().to_string_lossy(), m.len(), m.mode(), m.mtime_nsec())
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// What a read-only store answers: the CLI's reading commands, and a server that says
+/// so and answers reads but refuses every write with 1006.
+fn reads_but_never_writes(db: &Path, who: As) {
+    let folder = db.parent().unwrap().to_owned();
+    let before = listing(&folder);
+    let store = format!("sqlite:{}", db.display());
+    let text = |o: &Output| String::from_utf8_lossy(&o.stdout).into_owned();
+    let listed = convo_as(who, &["ls", "--store", &store]);
+    assert_eq!(listed.status.code(), Some(0), "{}", String::from_utf8_lossy(&listed.stderr));
+    assert!(text(&listed).contains("first") && text(&listed).contains("second"), "{}", text(&listed));
+    let shown = convo_as(who, &["show", "second", "--store", &store]);
+    assert_eq!(shown.status.code(), Some(0), "{}", String::from_utf8_lossy(&shown.stderr));
+    assert!(text(&shown).contains("in the log"), "{}", text(&shown));
+    let exported = convo_as(who, &["export", "first", "--store", &store]);
+    assert_eq!(exported.status.code(), Some(0), "{}", String::from_utf8_lossy(&exported.stderr));
+    let dict: serde_json::Value = serde_json::from_slice(&exported.stdout).unwrap();
+    assert_eq!(dict["messages"][0]["content"], "hello", "{dict}");
+    let checked = convo_as(who, &["fsck", "--store", &store]);
+    assert_eq!(text(&checked), "no problems found (sqlite store)\n", "{}", String::from_utf8_lossy(&checked.stderr));
+
+    let mut s = Server::on_file_with(db, Framing::Ndjson, &[], |command| {
+        use std::os::unix::process::CommandExt as _;
+        if who == As::Nobody {
+            command.uid(65534).gid(65534);
+        }
+    });
+    let init = s.call("initialize", json!({}));
+    assert_eq!(init["store"], json!({"read_only": true}), "{init}");
+    let history = s.call("session/history", json!({"session_id": "second"}));
+    assert_eq!(history["messages"][0]["content"], "in the log");
+    let e = s.fail("session/add_user", json!({"session_id": "first", "text": "refused"}), 1006);
+    assert!(e["message"].as_str().unwrap().contains("the store is read-only"), "{e}");
+    let e = s.fail("session/create", json!({"session_id": "third"}), 1006);
+    assert!(e["message"].as_str().unwrap().contains("the store is read-only"), "{e}");
+    s.call("shutdown", json!(null));
+    s.notify("exit", json!(null));
+    assert!(s.wait().success());
+    assert!(s.stderr().contains("convo: the store is read-only"), "{}", s.stderr());
+    assert_eq!(listing(&folder), before, "nothing in the folder was created or changed");
+}
+
+/// Makes the database, its companions and its folder unwritable (0444, 0555).
+fn forbid_writing(db: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let folder = db.parent().unwrap();
+    for entry in std::fs::read_dir(folder).unwrap() {
+        std::fs::set_permissions(entry.unwrap().path(), std::fs::Permissions::from_mode(0o444)).unwrap();
+    }
+    std::fs::set_permissions(folder, std::fs::Permissions::from_mode(0o555)).unwrap();
+    // Passable by `nobody` on the way down.
+    std::fs::set_permissions(folder.parent().unwrap(), std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A database file alone (no log beside it) and one with its log, in a folder
+/// `nobody` may read but not write, each file 0444: read, never written.
+#[test]
+fn a_database_the_user_may_not_write_is_read_and_never_written() {
+    if !is_root() {
+        eprintln!("SKIPPED: a database the user may not write: needs root, to run convo as nobody");
+        return;
+    }
+    for with_log in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("store").join("sessions.db");
+        std::fs::create_dir(db.parent().unwrap()).unwrap();
+        written(&db, with_log);
+        forbid_writing(&db);
+        reads_but_never_writes(&db, As::Nobody);
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(db.parent().unwrap(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+/// A database on a read-only file system (a tmpfs remounted `ro`), alone and with its
+/// log: read, never written, by root too.
+#[test]
+fn a_database_on_a_read_only_file_system_is_read_and_never_written() {
+    for with_log in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let test = "a database on a read-only file system";
+        let Some(disk) = Tmpfs::mount(&dir.path().join("disk"), "16m", test) else { return };
+        let db = disk.path.join("sessions.db");
+        written(&db, with_log);
+        disk.remount("ro");
+        reads_but_never_writes(&db, As::Root);
+    }
+}

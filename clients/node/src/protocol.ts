@@ -182,6 +182,11 @@ export type InitializeResult = {
     /** The options of context management (spec section 17) that export and count_tokens take. */
     context: Array<"compaction" | "clear_thinking" | "clear_tool_results" | "fit" | "cache">;
   };
+  /** The store as this server opened it. */
+  store: {
+    /** The store was opened for reading only (SQLite: a file or file system this process cannot write): reads are answered, every write is 1006 saying the store is read-only. */
+    read_only: boolean;
+  };
 };
 
 export type Format = "openai_chat" | "openai_responses" | "anthropic_messages" | "gemini_contents" | "gemini_interactions";

@@ -37,6 +37,15 @@ pub struct InitializeResult {
     server_info: ServerInfo,
     protocol_version: u32,
     capabilities: Capabilities,
+    store: StoreState,
+}
+
+/// The store as this server opened it.
+#[derive(Serialize, Clone)]
+struct StoreState {
+    /// Opened for reading only (a file or file system this process cannot write):
+    /// reads are answered, every write is 1006.
+    read_only: bool,
 }
 
 #[derive(Serialize, Clone)]
@@ -73,6 +82,7 @@ pub async fn initialize(ctx: Arc<Ctx>, p: InitializeParams, _: Arc<Call>) -> Res
             exactly_once: true,
             context: ["compaction", "clear_thinking", "clear_tool_results", "fit", "cache"],
         },
+        store: StoreState { read_only: ctx.ops.store_read_only().is_some() },
     })
 }
 

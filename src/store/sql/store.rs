@@ -34,6 +34,10 @@ pub trait Engine: Send + Sync + 'static {
     }
     /// Watches every change committed from now on, by any process.
     fn watch(&self) -> impl Future<Output = Arc<Watcher>> + Send;
+    /// Why this process cannot write the store, when it opened it for reading only.
+    fn read_only(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// A store kept by a SQL backend.
@@ -67,6 +71,10 @@ impl<E: Engine> SqlStore<E> {
 impl<E: Engine> Sessions for SqlStore<E> {
     fn kind(&self) -> &'static str {
         E::KIND
+    }
+
+    fn read_only(&self) -> Option<&str> {
+        self.engine.read_only()
     }
 
     async fn create(&self, session_id: Option<String>, fields: Fields) -> Result<SessionInfo> {

@@ -216,6 +216,40 @@ impl Claim {
     }
 }
 
+/// Why this process cannot write the database at `path` (claimed: it exists), or `None`
+/// when it can: the file is on a read-only file system, or this user may not write it,
+/// or may not write its folder (where SQLite makes the `-wal` and `-shm` beside it)
+/// while those are not both there and writable. Such a database is opened for reading
+/// only (`schema::Mode`).
+pub fn unwritable(path: &Path) -> Option<String> {
+    let cannot = |p: &Path| -> Option<std::io::Error> {
+        #[cfg(unix)]
+        {
+            rustix::fs::access(p, rustix::fs::Access::WRITE_OK).err().map(std::io::Error::from)
+        }
+        #[cfg(not(unix))]
+        {
+            let read_only = fs::metadata(p).is_ok_and(|m| m.permissions().readonly());
+            read_only.then(|| std::io::Error::from(ErrorKind::PermissionDenied))
+        }
+    };
+    if let Some(e) = cannot(path) {
+        return Some(format!("{} cannot be written: {e}", path.display()));
+    }
+    let folder = path.parent()?;
+    let e = cannot(folder)?;
+    let beside = ["-wal", "-shm"].map(|suffix| companion(path, suffix));
+    if beside.iter().all(|p| p.exists() && cannot(p).is_none()) {
+        return None;
+    }
+    Some(format!("its folder {} cannot be written: {e}", folder.display()))
+}
+
+/// Whether the write-ahead log beside `path` holds anything to read.
+pub fn has_log(path: &Path) -> bool {
+    fs::metadata(companion(path, COMPANIONS[0])).is_ok_and(|meta| meta.len() > 0)
+}
+
 /// `path` with `suffix` added to its file name, as SQLite names its companions.
 fn companion(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();

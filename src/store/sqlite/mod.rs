@@ -6,6 +6,12 @@
 //! transaction to the next, so several convo processes can share one database without
 //! losing an update.
 //!
+//! A database this process cannot write (a read-only file system, a file or folder the
+//! user may not write: `file::unwritable`) is opened for reading only: no writer, the
+//! readers `immutable` when there is no log to read, else read-only through it
+//! (`schema::Mode`); reads are answered and every write is 1006 saying the store is
+//! read-only (`Sessions::read_only`).
+//!
 //! Files, bottom up: `errors`; `words` (the search index's rows), `rows` (rows to domain
 //! values), `drafts`, `changes` (the change log); `schema` (open, migrate); `file`
 //! (claiming the path); `tx` (the statements `store::sql` runs) and `check` (fsck's);
@@ -34,6 +40,7 @@ use crate::store::feed::{Feed, Watcher};
 use crate::store::sql::jobs::{Done, Edit, Got, Read};
 use crate::store::sql::{Engine, SqlStore, run_now};
 use errors::sql;
+use schema::Mode;
 pub use schema::Settings;
 use tx::Lite;
 
@@ -44,7 +51,12 @@ pub type SqliteStore = SqlStore<Sqlite>;
 pub struct Sqlite {
     path: PathBuf,
     settings: Settings,
-    committer: commit::Committer,
+    /// How the readers open the file.
+    mode: Mode,
+    /// Why this process cannot write the file, when it cannot: then there is no writer,
+    /// and every write is 1006 saying the store is read-only.
+    read_only: Option<String>,
+    committer: Option<commit::Committer>,
     readers: reads::Readers,
     /// Changes of every process, published by the change-log poller.
     feed: Arc<Feed>,
@@ -72,16 +84,27 @@ impl SqlStore<Sqlite> {
 impl Sqlite {
     fn open_claimed(claim: file::Claim, settings: Settings) -> Result<Self> {
         let path = claim.path.clone();
-        let opened = schema::open_writer(&path, settings).and_then(|conn| {
-            let reader = schema::open_reader(&path, settings)?;
-            let committer = commit::Committer::spawn(conn).map_err(|e| Error::StorageUnavailable(e.to_string()))?;
-            Ok((committer, reader))
-        });
+        let opened = match file::unwritable(&path) {
+            None => schema::open_writer(&path, settings).and_then(|conn| {
+                let reader = schema::open_reader(&path, settings, Mode::Shared)?;
+                let committer = commit::Committer::spawn(conn).map_err(|e| Error::StorageUnavailable(e.to_string()))?;
+                Ok((Some(committer), reader, Mode::Shared, None))
+            }),
+            Some(why) => {
+                let mode = if file::has_log(&path) { Mode::ReadOnly } else { Mode::Immutable };
+                schema::open_reader(&path, settings, mode).and_then(|reader| {
+                    schema::check_read_only(&reader, &path)?;
+                    Ok((None, reader, mode, Some(why)))
+                })
+            }
+        };
         match opened {
-            Ok((committer, reader)) => Ok(Sqlite {
-                readers: reads::Readers::new(path.clone(), settings, reader),
+            Ok((committer, reader, mode, read_only)) => Ok(Sqlite {
+                readers: reads::Readers::new(path.clone(), settings, mode, reader),
                 path,
                 settings,
+                mode,
+                read_only,
                 committer,
                 feed: Arc::default(),
                 poller: std::sync::Once::new(),
@@ -95,14 +118,28 @@ impl Sqlite {
             }
         }
     }
+
+    /// The writer, or 1006 saying why there is none: the store is read-only.
+    fn writer(&self) -> Result<&commit::Committer> {
+        self.committer.as_ref().ok_or_else(|| {
+            Error::StorageUnavailable(format!(
+                "the store is read-only: {}; convo opened it for reading only",
+                self.read_only.as_deref().unwrap_or("it cannot be written")
+            ))
+        })
+    }
 }
 
 impl Engine for Sqlite {
     const KIND: &'static str = "sqlite";
 
+    fn read_only(&self) -> Option<&str> {
+        self.read_only.as_deref()
+    }
+
     /// On the writer thread, in its own savepoint of a group's transaction.
     async fn edit(&self, edit: Edit) -> Result<Done> {
-        self.committer.write(move |c| run_now(edit.apply(&Lite::new(c)))).await
+        self.writer()?.write(move |c| run_now(edit.apply(&Lite::new(c)))).await
     }
 
     /// On a pooled read connection, always in one snapshot (a read transaction costs
@@ -113,7 +150,10 @@ impl Engine for Sqlite {
 
     async fn flush(&self) -> Result<()> {
         // Everything queued before this has committed once it returns.
-        self.committer.write(|_| Ok(())).await
+        match &self.committer {
+            Some(committer) => committer.write(|_| Ok(())).await,
+            None => Ok(()),
+        }
     }
 
     /// Closes every connection of this process, the writer's last, after moving the
@@ -126,7 +166,9 @@ impl Engine for Sqlite {
             let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         }
         self.readers.close();
-        self.committer.close().await;
+        if let Some(committer) = &self.committer {
+            committer.close().await;
+        }
         Ok(())
     }
 
@@ -134,9 +176,9 @@ impl Engine for Sqlite {
         // Watching before the poller starts: it publishes from its first row on.
         let watcher = self.feed.watch();
         self.poller.call_once(|| {
-            let (path, settings, feed) = (self.path.clone(), self.settings, Arc::downgrade(&self.feed));
+            let (path, settings, mode, feed) = (self.path.clone(), self.settings, self.mode, Arc::downgrade(&self.feed));
             let stop = self.stop_polling.clone();
-            let started = schema::open_reader(&path, settings).and_then(|conn| {
+            let started = schema::open_reader(&path, settings, mode).and_then(|conn| {
                 let after = changes::newest(&conn).map_err(sql)?;
                 std::thread::Builder::new()
                     .name("convo-sqlite-watch".into())

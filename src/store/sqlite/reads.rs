@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::lock;
 use crate::pool::Pool;
 use crate::store::sqlite::errors::sql;
-use crate::store::sqlite::schema::{self, Settings};
+use crate::store::sqlite::schema::{self, Mode, Settings};
 
 /// How many reads run at once, each on its own connection and thread.
 const READERS: usize = 8;
@@ -23,6 +23,7 @@ const IDLE_READERS: usize = 2;
 pub struct Readers {
     path: PathBuf,
     settings: Settings,
+    mode: Mode,
     pool: Pool,
     idle: Arc<Mutex<Vec<Connection>>>,
     closed: Arc<AtomicBool>,
@@ -30,9 +31,9 @@ pub struct Readers {
 
 impl Readers {
     /// The pool, keeping `first` (a connection already open) for its first read.
-    pub fn new(path: PathBuf, settings: Settings, first: Connection) -> Self {
+    pub fn new(path: PathBuf, settings: Settings, mode: Mode, first: Connection) -> Self {
         let idle = Arc::new(Mutex::new(vec![first]));
-        Readers { path, settings, pool: Pool::new("sqlite reader", READERS), idle, closed: Arc::default() }
+        Readers { path, settings, mode, pool: Pool::new("sqlite reader", READERS), idle, closed: Arc::default() }
     }
 
     /// Closes the idle connections; reads after it fail with 1006.
@@ -47,7 +48,7 @@ impl Readers {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
-        let (idle, path, settings) = (self.idle.clone(), self.path.clone(), self.settings);
+        let (idle, path, settings, mode) = (self.idle.clone(), self.path.clone(), self.settings, self.mode);
         if self.closed.load(Ordering::Acquire) {
             return Err(crate::error::Error::StorageUnavailable("the database is closed".into()));
         }
@@ -56,7 +57,7 @@ impl Readers {
                 let pooled = lock(&idle).pop();
                 let conn = match pooled {
                     Some(conn) => conn,
-                    None => schema::open_reader(&path, settings)?,
+                    None => schema::open_reader(&path, settings, mode)?,
                 };
                 let result = conn.execute_batch("BEGIN").map_err(sql).and_then(|()| work(&conn));
                 let ended = conn.execute_batch("COMMIT");

@@ -233,16 +233,73 @@ fn refuse_newer(version: i64, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// How the readers open the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Beside this process's writer (and other processes'): WAL, shared memory, locks.
+    Shared,
+    /// A database this process cannot write, with a write-ahead log to read: read-only,
+    /// through the `-shm` as it is (SQLite reads a log it may not write to itself).
+    ReadOnly,
+    /// A database this process cannot write, with no log to read: SQLite's `immutable`,
+    /// no locks and no shared memory (which could not be made beside it).
+    Immutable,
+}
+
 /// A connection that only reads.
-pub fn open_reader(path: &Path, settings: Settings) -> Result<Connection> {
-    let conn = Connection::open_with_flags(path, flags(OpenFlags::SQLITE_OPEN_READ_ONLY, settings))
-        .map_err(|e| cannot_open(path, e))?;
+pub fn open_reader(path: &Path, settings: Settings, mode: Mode) -> Result<Connection> {
+    let conn = match mode {
+        Mode::Shared | Mode::ReadOnly => {
+            Connection::open_with_flags(path, flags(OpenFlags::SQLITE_OPEN_READ_ONLY, settings))
+        }
+        Mode::Immutable => Connection::open_with_flags(
+            immutable_uri(path),
+            flags(OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI, settings),
+        ),
+    }
+    .map_err(|e| cannot_open(path, e))?;
     conn.busy_timeout(settings.busy_timeout).map_err(|e| cannot_open(path, e))?;
     // Pages are read from the kernel's cache in place rather than copied by a read call
     // each: a history of 10 MB reads a third faster. Address space only; the pages are
     // the kernel's, shared by every reader.
     conn.pragma_update(None, "mmap_size", READER_MMAP_BYTES).map_err(|e| cannot_open(path, e))?;
     Ok(conn)
+}
+
+/// `path` (absolute) as an SQLite URI with `immutable=1`: `%`, `?` and `#` escaped.
+fn immutable_uri(path: &Path) -> String {
+    let mut uri = String::from("file:");
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '%' | '?' | '#' => uri.push_str(&format!("%{:02X}", c as u32)),
+            c => uri.push(c),
+        }
+    }
+    uri.push_str("?immutable=1");
+    uri
+}
+
+/// A database opened for reading only must be a convo database of this convo's schema
+/// version: an older one cannot be brought up to date, a newer one is not read.
+pub fn check_read_only(conn: &Connection, path: &Path) -> Result<()> {
+    let (version, tables): (i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT user_version FROM pragma_user_version), \
+                    (SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%')",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(|e| unavailable(format!("{} is not a usable database: {e}", path.display())))?;
+    refuse_newer(version, path)?;
+    refuse_foreign(version, tables, path)?;
+    if version < SCHEMA_VERSION {
+        return Err(unavailable(format!(
+            "{} is read-only and was written by an older convo (schema version {version}; this one reads \
+             {SCHEMA_VERSION}): it cannot be brought up to date",
+            path.display()
+        )));
+    }
+    Ok(())
 }
 
 /// How much of the database file a reader maps.
