@@ -25,7 +25,7 @@
 //! the new primary, and the changes after them may carry revisions already notified.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -264,6 +264,33 @@ impl Moved {
     }
 }
 
+/// Whether reads name the server that answered them: unless this role may not call the
+/// functions that say so (then the server is named 0, and only positions that went back
+/// show a new primary).
+static IDENTIFY: AtomicBool = AtomicBool::new(true);
+
+/// The statement of a `scan`. A primary's timeline is that of the WAL it writes; a
+/// standby's, that of its last restart point.
+fn scan_sql(identify: bool) -> String {
+    let server = if identify {
+        "(SELECT system_identifier FROM pg_control_system()) AS system, \
+         CASE WHEN pg_is_in_recovery() THEN (SELECT timeline_id FROM pg_control_checkpoint())::int8 \
+              ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int4::int8 \
+         END AS timeline"
+    } else {
+        "0::int8 AS system, 0::int8 AS timeline"
+    };
+    format!(
+        "SELECT r.running, r.top, r.system, r.timeline, \
+                c.pos, c.session_id, c.revision, c.kind, c.message_count, c.xid, c.stamp \
+         FROM (SELECT ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) x) AS running, \
+                      (SELECT coalesce(max(pos), 0) FROM convo.changes) AS top, {server}) r \
+         LEFT JOIN (SELECT *, (extract(epoch FROM at) * 1000000)::int8 AS stamp FROM convo.changes) c \
+           ON c.pos > $1 OR c.xid = ANY($2) OR c.pos > r.top - $3 \
+         ORDER BY c.pos"
+    )
+}
+
 /// One statement, one snapshot: the rows `how` wants, the place after them, and the
 /// changes to deliver.
 async fn scan(
@@ -281,24 +308,19 @@ async fn scan(
         Scan::Start | Scan::Resume => (None, Vec::new(), Some(REMEMBERED)),
         Scan::Next => (Some(place.top), place.running.clone(), None),
     };
-    // A primary's timeline is that of the WAL it writes; a standby's, that of its last
-    // restart point.
-    let rows = query(
-        db,
-        "SELECT r.running, r.top, r.system, r.timeline, \
-                c.pos, c.session_id, c.revision, c.kind, c.message_count, c.xid, c.stamp \
-         FROM (SELECT ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) x) AS running, \
-                      (SELECT coalesce(max(pos), 0) FROM convo.changes) AS top, \
-                      (SELECT system_identifier FROM pg_control_system()) AS system, \
-                      CASE WHEN pg_is_in_recovery() THEN (SELECT timeline_id FROM pg_control_checkpoint())::int8 \
-                           ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int4::int8 \
-                      END AS timeline) r \
-         LEFT JOIN (SELECT *, (extract(epoch FROM at) * 1000000)::int8 AS stamp FROM convo.changes) c \
-           ON c.pos > $1 OR c.xid = ANY($2) OR c.pos > r.top - $3 \
-         ORDER BY c.pos",
-        &[&after, &running, &window],
-    )
-    .await;
+    let params: [&dyn crate::store::postgres::rows::Param; 3] = [&after, &running, &window];
+    let mut rows = query(db, &scan_sql(IDENTIFY.load(Ordering::Relaxed)), &params).await;
+    if let Err(crate::Error::StorageUnavailable(m)) = &rows
+        && m.ends_with("(42501)")
+        && IDENTIFY.swap(false, Ordering::Relaxed)
+    {
+        tracing::warn!(
+            error = %m,
+            "cannot ask PostgreSQL which server answers (pg_control_system, pg_control_checkpoint); \
+             a new primary is noticed only when change positions go back"
+        );
+        rows = query(db, &scan_sql(false), &params).await;
+    }
     let rows = match rows {
         Ok(rows) => rows,
         Err(e) => return Err((e, place)),
