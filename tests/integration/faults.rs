@@ -307,3 +307,21 @@ fn a_database_on_a_read_only_file_system_is_read_and_never_written() {
         reads_but_never_writes(&db, As::Root);
     }
 }
+
+/// A log with commits and no `-shm` beside it, on a read-only file system: SQLite cannot
+/// read the log, so the store is not opened, and the message says why (not SQLite's
+/// `unable to open database file`).
+#[test]
+fn a_read_only_log_without_its_index_is_refused_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let test = "a read-only log without its index";
+    let Some(disk) = Tmpfs::mount(&dir.path().join("disk"), "16m", test) else { return };
+    let db = disk.path.join("sessions.db");
+    written(&db, true);
+    std::fs::remove_file(disk.path.join("sessions.db-shm")).unwrap();
+    disk.remount("ro");
+    let listed = convo_as(As::Root, &["ls", "--store", &format!("sqlite:{}", db.display())]);
+    assert_eq!(listed.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&listed.stderr);
+    assert!(stderr.contains("its write-ahead log (-wal) holds commits") && stderr.contains("-shm"), "{stderr}");
+}

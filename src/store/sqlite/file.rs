@@ -250,6 +250,12 @@ pub fn has_log(path: &Path) -> bool {
     fs::metadata(companion(path, COMPANIONS[0])).is_ok_and(|meta| meta.len() > 0)
 }
 
+/// Whether the shared-memory index of the log (`-shm`) is beside `path`: SQLite reads a
+/// log it may not write only through one.
+pub fn has_index(path: &Path) -> bool {
+    companion(path, COMPANIONS[1]).exists()
+}
+
 /// `path` with `suffix` added to its file name, as SQLite names its companions.
 fn companion(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();

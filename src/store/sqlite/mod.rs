@@ -90,6 +90,12 @@ impl Sqlite {
                 let committer = commit::Committer::spawn(conn).map_err(|e| Error::StorageUnavailable(e.to_string()))?;
                 Ok((Some(committer), reader, Mode::Shared, None))
             }),
+            Some(why) if file::has_log(&path) && !file::has_index(&path) => Err(Error::StorageUnavailable(format!(
+                "cannot open {} for reading only ({why}): its write-ahead log (-wal) holds commits, and SQLite \
+                 reads it only through a -shm file beside it, which cannot be made there; open it once where it \
+                 can be written (or copy its folder)",
+                path.display()
+            ))),
             Some(why) => {
                 let mode = if file::has_log(&path) { Mode::ReadOnly } else { Mode::Immutable };
                 schema::open_reader(&path, settings, mode).and_then(|reader| {
