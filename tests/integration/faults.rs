@@ -169,15 +169,34 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// `convo ARGS…` as `who`.
-fn convo_as(who: As, args: &[&str]) -> Output {
+/// The command that runs convo as `who`: for `nobody`, the binary where others may run
+/// it (in place when every folder above it lets them pass, else a copy in `dir`).
+fn command_as(who: As, dir: &Path) -> Command {
+    use std::os::unix::fs::PermissionsExt as _;
     use std::os::unix::process::CommandExt as _;
-    let mut command = Command::new(env!("CARGO_BIN_EXE_convo"));
-    command.args(args).stdin(std::process::Stdio::null());
-    if who == As::Nobody {
-        command.uid(65534).gid(65534);
+    let built = Path::new(env!("CARGO_BIN_EXE_convo"));
+    if who == As::Root {
+        return Command::new(built);
     }
-    command.output().unwrap()
+    let passable = built.ancestors().all(|p| std::fs::metadata(p).is_ok_and(|m| m.permissions().mode() & 0o001 != 0));
+    let binary = if passable {
+        built.to_owned()
+    } else {
+        let copy = dir.join("convo");
+        if !copy.exists() {
+            std::fs::copy(built, &copy).unwrap();
+            std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        copy
+    };
+    let mut command = Command::new(binary);
+    command.uid(65534).gid(65534);
+    command
+}
+
+/// `convo ARGS…` as `who`.
+fn convo_as(who: As, dir: &Path, args: &[&str]) -> Output {
+    command_as(who, dir).args(args).stdin(std::process::Stdio::null()).output().unwrap()
 }
 
 /// A database with two sessions, written and closed (no log left beside it), or killed
@@ -224,6 +243,8 @@ fn listing(dir: &Path) -> Vec<String> {
 /// so and answers reads but refuses every write with 1006.
 fn reads_but_never_writes(db: &Path, who: As) {
     let folder = db.parent().unwrap().to_owned();
+    let top = folder.parent().unwrap().to_owned();
+    let convo_as = |who, args: &[&str]| convo_as(who, &top, args);
     let before = listing(&folder);
     let store = format!("sqlite:{}", db.display());
     let text = |o: &Output| String::from_utf8_lossy(&o.stdout).into_owned();
@@ -240,12 +261,9 @@ fn reads_but_never_writes(db: &Path, who: As) {
     let checked = convo_as(who, &["fsck", "--store", &store]);
     assert_eq!(text(&checked), "no problems found (sqlite store)\n", "{}", String::from_utf8_lossy(&checked.stderr));
 
-    let mut s = Server::on_file_with(db, Framing::Ndjson, &[], |command| {
-        use std::os::unix::process::CommandExt as _;
-        if who == As::Nobody {
-            command.uid(65534).gid(65534);
-        }
-    });
+    let mut command = command_as(who, &top);
+    command.args(["--store", &store]);
+    let mut s = Server::from_command(command, Framing::Ndjson);
     let init = s.call("initialize", json!({}));
     assert_eq!(init["store"], json!({"read_only": true}), "{init}");
     let history = s.call("session/history", json!({"session_id": "second"}));
@@ -282,7 +300,8 @@ fn a_database_the_user_may_not_write_is_read_and_never_written() {
         return;
     }
     for with_log in [false, true] {
-        let dir = tempfile::tempdir().unwrap();
+        // Under /tmp, which everyone may pass (the run's own temporary folder may be 0700).
+        let dir = tempfile::Builder::new().prefix("convo-read-only-").tempdir_in("/tmp").unwrap();
         let db = dir.path().join("store").join("sessions.db");
         std::fs::create_dir(db.parent().unwrap()).unwrap();
         written(&db, with_log);
@@ -320,7 +339,7 @@ fn a_read_only_log_without_its_index_is_refused_with_the_reason() {
     written(&db, true);
     std::fs::remove_file(disk.path.join("sessions.db-shm")).unwrap();
     disk.remount("ro");
-    let listed = convo_as(As::Root, &["ls", "--store", &format!("sqlite:{}", db.display())]);
+    let listed = convo_as(As::Root, dir.path(), &["ls", "--store", &format!("sqlite:{}", db.display())]);
     assert_eq!(listed.status.code(), Some(3));
     let stderr = String::from_utf8_lossy(&listed.stderr);
     assert!(stderr.contains("its write-ahead log (-wal) holds commits") && stderr.contains("-shm"), "{stderr}");

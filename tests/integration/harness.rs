@@ -184,6 +184,12 @@ impl Server {
         Server::spawn_command(Backend::Sqlite, None, framing, command)
     }
 
+    /// A server on a database file run by a command the test made itself (another copy of
+    /// the binary, another user), its arguments given.
+    pub fn from_command(command: Command, framing: Framing) -> Server {
+        Server::spawn_command(Backend::Sqlite, None, framing, command)
+    }
+
     fn spawn(backend: Backend, dir: Option<tempfile::TempDir>, framing: Framing, args: &[&str]) -> Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_convo"));
         command.args(args);
