@@ -70,9 +70,11 @@ impl Pair {
         )
     }
 
-    /// The primary dies (SIGKILL) and the standby is promoted; returns once it takes writes.
-    fn fail_over(&self) -> Instant {
+    /// The primary dies (SIGKILL) and, `pause` later (as a failover manager takes its
+    /// time to decide), the standby is promoted; returns once it takes writes.
+    fn fail_over(&self, pause: Duration) -> Instant {
         script(&[Path::new("kill"), &self.path("p")]);
+        std::thread::sleep(pause);
         script(&[Path::new("promote"), &self.path("s")]);
         Instant::now()
     }
@@ -183,7 +185,7 @@ fn a_synchronous_standby_promoted_after_the_primary_dies_has_every_write_once() 
         std::thread::sleep(Duration::from_millis(10));
     }
     let stored_before: usize = psql(&pair.primary, "SELECT count(*) FROM convo.messages").parse().unwrap();
-    let at = pair.fail_over();
+    let at = pair.fail_over(Duration::from_secs(1));
     *promoted.lock().unwrap() = Some(at);
     let tallies: Vec<Tally> = writers.into_iter().map(|w| w.join().unwrap()).collect();
 
@@ -212,8 +214,8 @@ fn a_synchronous_standby_promoted_after_the_primary_dies_has_every_write_once() 
     eprintln!(
         "failover to a synchronous standby: {PROCESSES} processes, {acked} appends acknowledged \
          ({stored_before} stored before the kill), {failed} answered 1006 and sent again \
-         ({duplicates} of those had landed), lost {lost}, doubled {doubled}; \
-         seconds from the promotion to each process's first acknowledged write: {}",
+         ({duplicates} of those had landed), lost {lost}, doubled {doubled}; the standby promoted 1 s \
+         after the kill; seconds from the promotion to each process's first acknowledged write: {}",
         firsts.iter().map(|f| format!("{f:.2}")).collect::<Vec<_>>().join(" ")
     );
     assert_eq!((lost, doubled), (0, 0), "appends lost or doubled on the new primary");
@@ -338,7 +340,7 @@ fn a_subscriber_across_a_failover_that_lost_commits_misses_no_new_change() {
     let top_before = top(&pair.primary);
     let replicated_top = top(&pair.standby);
 
-    pair.fail_over();
+    pair.fail_over(Duration::ZERO);
     // The writer sends its first write again until the new primary takes it.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
