@@ -136,6 +136,9 @@ async fn run(
                 && let Err(e) = changes::prune(Db::new(&db, &schema)).await
             {
                 tracing::warn!(error = %e, "cannot remove old rows of the change table");
+                if refuses_writes(&e) {
+                    connections.discard(db, &e);
+                }
             }
         }
     }
