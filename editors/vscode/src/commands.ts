@@ -262,6 +262,7 @@ const FORMAT_NAMES: Record<Format, string> = {
   openai_responses: "OpenAI Responses",
   anthropic_messages: "Anthropic Messages",
   gemini_contents: "Gemini generateContent",
+  gemini_interactions: "Gemini Interactions",
 };
 
 // Every pick and input keeps open when focus moves (ignoreFocusOut): a transcript whose

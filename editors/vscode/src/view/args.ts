@@ -24,7 +24,11 @@ export function guessFormat(data: unknown): string {
   if (!data || typeof data !== "object") return "convo";
   const d = data as Record<string, unknown>;
   if (Array.isArray(d.contents)) return "gemini_contents";
-  if (Array.isArray(d.input)) return "openai_responses";
+  if (Array.isArray(d.input)) {
+    const steps = ["user_input", "model_output", "thought", "function_call", "function_result"];
+    const typed = (d.input as Array<{ type?: unknown }>).some((s) => typeof s?.type === "string" && steps.includes(s.type) && s.type !== "function_call");
+    return typed || typeof d.system_instruction === "string" ? "gemini_interactions" : "openai_responses";
+  }
   if (Array.isArray(d.messages)) {
     const msgs = d.messages as Array<Record<string, unknown>>;
     if ("session_id" in d || "system_prompt" in d || msgs.some((m) => m && "tool_call_id" in m && m.role === "tool" && "created_at" in m)) return "convo";

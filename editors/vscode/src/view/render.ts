@@ -151,6 +151,15 @@ export function reasoningOf(message: Message): Array<string | null> {
         for (const part of body.parts) if (isObject(part) && part.thought === true) out.push(text(part.text) ?? "");
       }
       break;
+    case "gemini_interactions":
+      // A thought step: its summary's text blocks, or (signed, no summary) hidden.
+      for (const step of Array.isArray(body) ? body : []) {
+        if (!isObject(step) || step.type !== "thought") continue;
+        const summary = Array.isArray(step.summary) ? step.summary : [];
+        const texts = summary.map((b) => (isObject(b) ? text(b.text) : undefined)).filter((t): t is string => t !== undefined);
+        out.push(texts.length ? texts.join("\n\n") : step.signature ? null : "");
+      }
+      break;
   }
   return out;
 }

@@ -74,6 +74,9 @@ describe("copy as Markdown, import formats, command arguments", () => {
 
   test("the format of a file to import is guessed from its shape", () => {
     assert.equal(guessFormat({ contents: [] }), "gemini_contents");
+    assert.equal(guessFormat({ input: [{ type: "user_input", content: [{ type: "text", text: "hi" }] }] }), "gemini_interactions");
+    assert.equal(guessFormat({ system_instruction: "Be brief.", input: [] }), "gemini_interactions");
+    assert.equal(guessFormat({ input: [{ type: "function_call", call_id: "c", name: "f", arguments: "{}" }] }), "openai_responses");
     assert.equal(guessFormat({ input: [] }), "openai_responses");
     assert.equal(guessFormat({ system: "x", messages: [] }), "anthropic_messages");
     assert.equal(guessFormat({ messages: [{ role: "system", content: "x" }] }), "openai_chat");

@@ -87,6 +87,24 @@ describe("transcript rendering", () => {
     assert.equal(root.findAll(withAttr("data-kind", "reasoning")).length, 1);
   });
 
+  test("an Interactions turn's thought summary is its reasoning; a screenshot result shows under its call", async () => {
+    const { client } = convo;
+    const { session_id } = await client.createSession({});
+    await client.addUser({ session_id, text: "Look at the page." });
+    const steps = [
+      { signature: "c2ln", summary: [{ text: "One screenshot will do.", type: "text" }], type: "thought" },
+      { id: "shot1", type: "function_call", name: "screenshot", arguments: { url: "https://example.com" } },
+    ];
+    const turn = await client.addMessage({ session_id, message: { role: "assistant", native: { format: "gemini_interactions", model: null, body: steps } } });
+    const result = await client.addToolResult({ session_id, tool_call_id: "shot1", content: "Captured.", images: [PNG_1x1] });
+    const { root } = await draw(session_id);
+    const assistant = root.find(withAttr("data-message-id", turn.message_id));
+    assert.match(assistant.find(withAttr("data-kind", "reasoning")).text, /One screenshot will do\./);
+    const call = assistant.find(withAttr("data-tool-call-id", "shot1"));
+    const shown = call.find(withAttr("data-message-id", result.message_id));
+    assert.equal(shown.findAll((e) => e.tag === "img")[0].getAttribute("src"), `data:image/png;base64,${PNG_1x1}`);
+  });
+
   test("images are <img> with data: URLs read through session/image", async () => {
     const { session_id, ids } = await richSession(convo.client);
     const { root } = await draw(session_id);
