@@ -3,7 +3,7 @@
 //! the same methods: `session/create`, `add_user`, `history`, `fork`, `trim`.
 //!
 //! ```text
-//! convo-bench [--quick] [--million] [--million-only] [--provider] [--context] [--search] [--search-messages N] [--images] [--history-only] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]
+//! convo-bench [--quick] [--million] [--million-only] [--provider] [--context] [--search] [--search-messages N] [--sessions N] [--images] [--history-only] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]
 //! ```
 //!
 //! `--round-trips-only` is for the echo floor, which keeps no state; `--million` (a
@@ -17,6 +17,8 @@
 //! of 1 MiB images inline and by reference; `--images-only`) use methods only convo has
 //! (`--history-only` measures `history` alone, for profiling it); `--runtime`
 //! measures a turn through the host (convo's `session/run`, the echo's `echo/ask`).
+//! `--sessions N` measures nothing else: a store of N sessions, created, updated, listed
+//! page by page and deleted.
 //! `--fleet N` measures nothing else: N servers of COMMAND at once (a fleet on one
 //! database), each pipelining appends (16 in flight) into a session of its own; the
 //! figure is the fleet's appends per second.
@@ -77,7 +79,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(split) = args.iter().position(|a| a == "--") else {
         eprintln!(
-            "usage: convo-bench [--quick] [--million] [--million-only] [--provider] [--context] [--search] [--search-messages N] [--images] [--history-only] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]"
+            "usage: convo-bench [--quick] [--million] [--million-only] [--provider] [--context] [--search] [--search-messages N] [--sessions N] [--images] [--history-only] [--round-trips-only] [--pipelined N] [--label NAME] [--json FILE] -- COMMAND [ARGS...]"
         );
         std::process::exit(2);
     };
@@ -111,6 +113,13 @@ fn main() {
     let mut c = Client::spawn(cmd);
     if flag("--search-only") {
         measure_search(&mut c, sizes, &mut report);
+        report.add("peak_rss_mib", c.peak_rss_kib() as f64 / 1024.0, "MiB");
+        c.close();
+        report.write(value("--json"));
+        return;
+    }
+    if let Some(n) = value("--sessions").and_then(|n| n.parse().ok()) {
+        measure_sessions(&mut c, n, &mut report);
         report.add("peak_rss_mib", c.peak_rss_kib() as f64 / 1024.0, "MiB");
         c.close();
         report.write(value("--json"));
@@ -249,6 +258,67 @@ fn measure_fleet(cmd: &[String], processes: usize, sizes: &Sizes, report: &mut R
         c.close();
     }
     report.add(&format!("fleet_{processes}_add_user_per_s"), (per * processes) as f64 / took.as_secs_f64(), "req/s");
+}
+
+/// How many creates are in flight in `measure_sessions`: a host making sessions in bulk
+/// (an import, a test fixture) sends them a thousand at a time.
+const CREATES_IN_FLIGHT: usize = 1000;
+
+/// A store of `n` sessions: creates pipelined, a thousand in flight (half with the ids the server makes, half
+/// with the host's), updates and deletes pipelined, and `session/list` pages of 100: the
+/// first (median of 5) and those reached through `next_cursor` at depth (the median of
+/// the last 100 pages of a walk through every session).
+fn measure_sessions(c: &mut Client, n: usize, report: &mut Report) {
+    let create = r#"{}"#.to_owned();
+    let half = n / 2;
+    let took = c.pipeline(half, CREATES_IN_FLIGHT, |_| ("session/create", &create));
+    report.add("creates_minted_per_s", half as f64 / took.as_secs_f64(), "req/s");
+    let named: Vec<String> = (0..n - half).map(|i| json!({"session_id": format!("s{i:07}")}).to_string()).collect();
+    let took = c.pipeline(named.len(), CREATES_IN_FLIGHT, |i| ("session/create", &named[i]));
+    report.add("creates_named_per_s", named.len() as f64 / took.as_secs_f64(), "req/s");
+    let k = named.len().min(10_000);
+    let updates: Vec<String> =
+        (0..k).map(|i| json!({"session_id": format!("s{i:07}"), "title": format!("t{i}")}).to_string()).collect();
+    let took = c.pipeline(k, WINDOW, |i| ("session/update", &updates[i]));
+    report.add("updates_per_s", k as f64 / took.as_secs_f64(), "req/s");
+
+    let first = json!({"limit": 100}).to_string();
+    let times = (0..5)
+        .map(|_| {
+            let started = std::time::Instant::now();
+            c.call("session/list", &first);
+            started.elapsed()
+        })
+        .collect();
+    report.add("list_first_page_ms", ms(median(times)), "ms");
+    let mut pages = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let params = match &cursor {
+            Some(cursor) => json!({"limit": 100, "cursor": cursor}),
+            None => json!({"limit": 100}),
+        }
+        .to_string();
+        let started = std::time::Instant::now();
+        let reply = c.call("session/list", &params);
+        pages.push(started.elapsed());
+        let reply: Value = serde_json::from_slice(&reply).expect("a list reply");
+        cursor = reply["result"]["next_cursor"].as_str().map(str::to_owned);
+        if cursor.is_none() {
+            break;
+        }
+    }
+    let deep = pages.split_off(pages.len().saturating_sub(100));
+    report.add("list_pages_walked", pages.len() as f64 + deep.len() as f64, "pages");
+    pages.truncate(100);
+    if !pages.is_empty() {
+        report.add("list_page_early_ms", ms(median(pages)), "ms");
+    }
+    report.add("list_page_at_depth_ms", ms(median(deep)), "ms");
+
+    let deletes: Vec<String> = (0..k).map(|i| json!({"session_id": format!("s{i:07}")}).to_string()).collect();
+    let took = c.pipeline(k, WINDOW, |i| ("session/delete", &deletes[i]));
+    report.add("deletes_per_s", k as f64 / took.as_secs_f64(), "req/s");
 }
 
 fn measure_round_trips(c: &mut Client, sizes: &Sizes, report: &mut Report) {

@@ -1,8 +1,10 @@
 //! Per-session ordering. Each request names the sessions it touches (its keys); it runs
 //! after every earlier request with one of its keys has finished, and concurrently with
 //! requests on other sessions. A request that names no session (`session/list`,
-//! `shutdown`, a create without an id) runs after every request received before it, so
-//! that it sees their effects. Places are taken in the order requests were received.
+//! `shutdown`) runs after every request received before it, so that it sees their
+//! effects. A create without an id names the session it makes, which no request before
+//! it can name: it waits for nothing (`Order::Create`), so that creates pipelined commit
+//! together. Places are taken in the order requests were received.
 //!
 //! An append (`Order::Append`) waits less: only until the request before it on its
 //! session has *queued* its write (`store::queued`), when the store applies writes in
@@ -245,12 +247,20 @@ pub fn keys(order: Order, params: Option<&str>) -> Vec<String> {
     match order {
         Order::Barrier => Vec::new(),
         Order::Session | Order::Append => string(k.session_id).into_iter().collect(),
+        Order::Create => vec![string(k.session_id).unwrap_or_else(minted)],
         Order::Fork => [string(k.session_id), string(k.new_session_id)].into_iter().flatten().collect(),
         Order::Import => {
             k.data.map(RawValue::get).and_then(object::<Data>).and_then(|d| string(d.session_id)).into_iter().collect()
         }
         Order::Sessions => k.session_ids.and_then(|raw| serde_json::from_str(raw.get()).ok()).unwrap_or_default(),
     }
+}
+
+/// The key of a session whose id the server is to make: one no other request names (a
+/// session id holds no control character).
+fn minted() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    format!("\u{1}minted {}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 #[cfg(test)]
@@ -272,6 +282,9 @@ mod tests {
         assert_eq!(k(Order::Sessions, r#"{"session_ids":[1]}"#), Vec::<String>::new());
         assert_eq!(k(Order::Session, r#"{"session_id":5}"#), Vec::<String>::new());
         assert_eq!(keys(Order::Session, None), Vec::<String>::new());
+        assert_eq!(k(Order::Create, r#"{"session_id":"a"}"#), ["a"]);
+        let (one, two) = (k(Order::Create, "{}"), k(Order::Create, r#"{"title":"t"}"#));
+        assert!(one.len() == 1 && two.len() == 1 && one != two, "{one:?} {two:?}");
     }
 
     #[tokio::test]

@@ -69,6 +69,8 @@ struct Subject {
     revisions: HashMap<String, u64>,
 }
 
+type PostgresSlot = std::sync::OnceLock<(tokio::runtime::Runtime, Arc<PostgresStore>)>;
+
 impl Subject {
     fn memory() -> Subject {
         Subject::new(Arc::new(MemoryStore::default()), None)
@@ -89,9 +91,15 @@ impl Subject {
     /// the run creating tables; each case's session ids are its own instead), opened on
     /// a runtime of its own that runs the store's tasks (writers, LISTEN).
     fn postgres() -> Option<Subject> {
-        static STORE: std::sync::OnceLock<(tokio::runtime::Runtime, Arc<PostgresStore>)> = std::sync::OnceLock::new();
+        static STORE: PostgresSlot = std::sync::OnceLock::new();
+        Subject::postgres_in(&STORE)
+    }
+
+    /// The same, in a schema of `slot`'s own: a test that lists every session of its
+    /// schema.
+    fn postgres_in(slot: &'static PostgresSlot) -> Option<Subject> {
         let url = crate::harness::postgres_url()?;
-        let (_, store) = STORE.get_or_init(|| {
+        let (_, store) = slot.get_or_init(|| {
             let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
             let schema = crate::harness::fresh_schema();
             let open = PostgresStore::open(&url, &schema, std::time::Duration::from_secs(5));
@@ -586,6 +594,73 @@ proptest! {
             prop_assert_eq!(messages[0]["content"][0]["value"].to_string(), value.clone());
             prop_assert_eq!(messages[0]["metadata"]["value"].to_string(), value.clone());
             prop_assert_eq!(messages[1]["tool_calls"][0]["arguments"]["value"].to_string(), value.clone());
+        }
+    }
+}
+
+/// Walks `session/list` through `next_cursor`, pages of `limit`, running `between(page)`
+/// after each page; the ids listed with `prefix`, in order.
+fn walk(subject: &mut Subject, prefix: &str, limit: u64, mut between: impl FnMut(&mut Subject, usize)) -> Vec<String> {
+    let mut listed = Vec::new();
+    let mut cursor: Option<String> = None;
+    for page in 0.. {
+        let mut params = json!({"limit": limit});
+        if let Some(cursor) = &cursor {
+            params["cursor"] = json!(cursor);
+        }
+        let got = subject.call("session/list", params).unwrap();
+        let sessions = got["sessions"].as_array().unwrap();
+        assert!(sessions.len() as u64 <= limit);
+        let ids = sessions.iter().map(|i| i["session_id"].as_str().unwrap());
+        listed.extend(ids.filter(|id| id.starts_with(prefix)).map(str::to_owned));
+        match got["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+        between(subject, page);
+    }
+    listed
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Issue 47: a walk through `session/list` by `next_cursor` lists every session that
+    /// was there when it began exactly once, newest first, whatever is created or updated
+    /// between its pages; a session created meanwhile is listed at most once. On
+    /// PostgreSQL the property tests beside this one create sessions at the same time.
+    #[test]
+    fn a_list_walk_lists_every_session_once(
+        before in 0..40usize,
+        limit in 1..8u64,
+        between in prop::collection::vec((0..4usize, 0..40usize), 0..12),
+    ) {
+        static CASE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        static STORE: PostgresSlot = std::sync::OnceLock::new();
+        let subjects = [Some(Subject::memory()), Some(Subject::sqlite()), Subject::postgres_in(&STORE)];
+        for mut subject in subjects.into_iter().flatten() {
+            let prefix = format!("w{}-", CASE.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+            let existing: Vec<String> = (0..before).map(|i| format!("{prefix}{i:02}")).collect();
+            for id in &existing {
+                subject.call("session/create", json!({"session_id": id})).unwrap();
+            }
+            let mut made = 0;
+            let listed = walk(&mut subject, &prefix, limit, |subject, page| {
+                let Some(&(creates, touched)) = between.get(page) else { return };
+                for _ in 0..creates {
+                    let id = format!("{prefix}new{made}");
+                    made += 1;
+                    subject.call("session/create", json!({"session_id": id})).unwrap();
+                }
+                if let Some(id) = existing.get(touched) {
+                    subject.call("session/update", json!({"session_id": id, "title": format!("p{page}")})).unwrap();
+                }
+            });
+            let mut once = HashSet::new();
+            prop_assert!(listed.iter().all(|id| once.insert(id)), "listed twice: {:?}", listed);
+            let old: Vec<&String> = listed.iter().filter(|id| !id.contains("new")).collect();
+            let newest_first: Vec<&String> = existing.iter().rev().collect();
+            prop_assert_eq!(old, newest_first);
         }
     }
 }

@@ -205,7 +205,52 @@ fn clear(s: &mut Server) {
     s.fail("session/clear", json!({"session_id": "ghost"}), 1001);
 }
 
+/// Issue 47: creates pipelined are applied together (PostgreSQL writes a run of them in
+/// a few round trips), yet each is answered as if alone: an id taken before, or by a
+/// create earlier in the pipeline, is 1002 and changes nothing; an update or a delete
+/// sent after a create sees it; every session is created once.
+fn creates_pipelined_together(s: &mut Server) {
+    s.call("session/create", json!({"session_id": "old", "title": "before"}));
+    let mut minted = Vec::new();
+    let mut named = Vec::new();
+    for i in 0..40 {
+        minted.push(s.send_request("session/create", json!({"title": format!("m{i}")})));
+        named.push(s.send_request("session/create", json!({"session_id": format!("n{i}"), "system": format!("s{i}")})));
+    }
+    let taken = s.send_request("session/create", json!({"session_id": "old", "title": "after"}));
+    let twice = s.send_request("session/create", json!({"session_id": "n7", "system": "again"}));
+    let updated = s.send_request("session/update", json!({"session_id": "n3", "title": "t3"}));
+    let deleted = s.send_request("session/delete", json!({"session_id": "n5"}));
+    let remade = s.send_request("session/create", json!({"session_id": "n5", "system": "remade"}));
+    let fresh = s.send_request("session/create", json!({"session_id": "late"}));
+
+    let mut ids = std::collections::HashSet::new();
+    for (i, id) in minted.iter().enumerate() {
+        let made = s.result_of(*id, "session/create");
+        assert_eq!((&made["title"], &made["revision"]), (&json!(format!("m{i}")), &json!(0)));
+        assert!(ids.insert(made["session_id"].as_str().unwrap().to_owned()), "each minted id once");
+    }
+    for (i, id) in named.iter().enumerate() {
+        let made = s.result_of(*id, "session/create");
+        assert_eq!((&made["session_id"], &made["system"]), (&json!(format!("n{i}")), &json!(format!("s{i}"))));
+    }
+    assert_eq!(s.error_of(taken, "session/create", 1002)["data"]["session_id"], "old");
+    assert_eq!(s.error_of(twice, "session/create", 1002)["data"]["session_id"], "n7");
+    assert_eq!(s.result_of(updated, "session/update")["title"], "t3");
+    s.result_of(deleted, "session/delete");
+    assert_eq!(s.result_of(remade, "session/create")["system"], "remade");
+    assert_eq!(s.result_of(fresh, "session/create")["session_id"], "late");
+
+    assert_eq!(s.call("session/get", json!({"session_id": "old"}))["title"], "before");
+    assert_eq!(s.call("session/get", json!({"session_id": "n7"}))["system"], "s7");
+    let listed = s.call("session/list", json!({"limit": 1000}))["sessions"].as_array().unwrap().clone();
+    assert_eq!(listed.len(), 1 + 40 + 40 + 1);
+    let listed: std::collections::HashSet<&str> = listed.iter().map(|i| i["session_id"].as_str().unwrap()).collect();
+    assert!(ids.iter().all(|id| listed.contains(id.as_str())));
+}
+
 crate::every_store!(
+    creates_pipelined_together,
     create_and_get,
     bad_session_ids,
     update_and_revisions,

@@ -94,8 +94,10 @@ pub enum Runs {
 pub enum Order {
     /// None: it runs after every request received before it.
     Barrier,
-    /// `session_id` (absent, as in a create without one: a barrier).
+    /// `session_id` (absent: a barrier).
     Session,
+    /// `session_id`, or (absent) the session the server makes, which waits for nothing.
+    Create,
     /// As `Session`, for a request whose one effect is an append: it may start once the
     /// request before it on its session has queued its write (`rpc::order`).
     Append,
@@ -140,13 +142,13 @@ pub type Registry = HashMap<&'static str, Method, foldhash::fast::RandomState>;
 
 pub fn module(ctx: Ctx) -> Registry {
     use Effect::{Changes, Reads};
-    use Order::{Append, Barrier, Fork, Import, Session, Sessions};
+    use Order::{Append, Barrier, Create, Fork, Import, Session, Sessions};
     use Runs::{Host, Inline, Pool, PoolWrites};
     let ctx = Arc::new(ctx);
     let mut t = Table { ctx: ctx.clone(), methods: Registry::default() };
     t.add("initialize", Barrier, Inline, Reads, lifecycle::initialize);
     t.add("shutdown", Barrier, Inline, Changes, lifecycle::shutdown);
-    t.add("session/create", Session, Inline, Changes, sessions::create);
+    t.add("session/create", Create, Inline, Changes, sessions::create);
     t.add("session/get", Session, Inline, Reads, sessions::get);
     t.add("session/list", Barrier, Inline, Reads, sessions::list);
     t.add("session/update", Session, Inline, Changes, sessions::update);

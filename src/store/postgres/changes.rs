@@ -39,7 +39,7 @@ use crate::store::postgres::connect::Target;
 use crate::store::postgres::pool::Connections;
 use crate::store::postgres::rows::{Db, execute, query};
 
-const CHANNEL: &str = "convo";
+pub const CHANNEL: &str = "convo";
 /// How often the table is read while someone watches, notification or not.
 const POLL: Duration = Duration::from_millis(250);
 /// How long `watch` waits for the reader to be in place before it gives up waiting.

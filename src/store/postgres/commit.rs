@@ -5,8 +5,9 @@
 //! transaction, each job in its own savepoint so that a refused job leaves nothing
 //! behind; appends pipelined on one session thus share a transaction (the writer calls
 //! `store::queued::signal`, as SQLite's does), and those queued back to back go as one
-//! run in one savepoint, every row of them in one round trip (`edits::append_run`; a run
-//! that fails is rolled back and its jobs applied one by one). A job's reply is sent only after its
+//! run in one savepoint, every row of them in one round trip (`edits::append_run`), as
+//! creates queued back to back go as one in a few (`edits::create_run`); a run that
+//! fails is rolled back and its jobs applied one by one. A job's reply is sent only after its
 //! transaction committed; if the commit fails, every job in it fails with 1006. A
 //! transaction in which the server said it will not take writes (25006 on a standby:
 //! `errors::refuses_writes`) ends its connection, closed instead of returned to the pool.
@@ -34,7 +35,7 @@ use crate::store::postgres::errors::{pg as pg_error, refuses_writes};
 use crate::store::postgres::pool::Connections;
 use crate::store::postgres::rows::{Db, Statements};
 use crate::store::postgres::tx::{Carry, Pg};
-use crate::store::sql::jobs::{Done, Edit, apply_run};
+use crate::store::sql::jobs::{Done, Edit, Run, apply_run};
 
 /// The most jobs one transaction takes.
 const MAX_GROUP: usize = 256;
@@ -186,9 +187,10 @@ async fn commit_group(
             done.push((job.reply, Err(e.clone())));
             continue;
         }
-        // The appends to one session in the group go as one run, in one round trip.
-        let run = match job.edit.appends_to() {
-            Some(session) if alone == 0 => take_run(&mut pending, session),
+        // The appends to one session in the group go as one run, in one round trip; the
+        // creates, in a few.
+        let run = match job.edit.run() {
+            Some(run) if alone == 0 => take_run(&mut pending, run),
             _ => Vec::new(),
         };
         if !run.is_empty() {
@@ -298,15 +300,20 @@ async fn commit_group(
     later
 }
 
-/// The appends to `session` queued after one to it, taken out of `pending`: jobs of
-/// other sessions may be passed (the connection let them all start, so none waits for
-/// another), up to a job with no session or another edit of this one.
-fn take_run(pending: &mut VecDeque<Queued>, session: &str) -> Vec<Queued> {
+/// The edits of `run` queued after one of it, taken out of `pending`. Jobs of other
+/// sessions may be passed (the connection let them all start, so none waits for
+/// another), up to a job with no session: appends to a session, up to another edit of
+/// it; creates, but not one of a session a job passed names (that job comes first).
+fn take_run(pending: &mut VecDeque<Queued>, run: Run<'_>) -> Vec<Queued> {
     let mut taken = Vec::new();
+    let mut passed = std::collections::HashSet::new();
     for (i, q) in pending.iter().enumerate() {
-        match (q.edit.appends_to(), q.edit.session_key()) {
-            (Some(s), _) if s == session => taken.push(i),
-            (_, Some(s)) if s != session => {}
+        let session = q.edit.session_key();
+        match (run, q.edit.run(), session) {
+            (Run::Appends(_), Some(r), _) if r == run => taken.push(i),
+            (Run::Appends(s), _, Some(other)) if other != s => {}
+            (Run::Creates, Some(Run::Creates), _) if session.is_none_or(|s| !passed.contains(s)) => taken.push(i),
+            (Run::Creates, _, Some(other)) => _ = passed.insert(other),
             _ => break,
         }
     }

@@ -271,6 +271,55 @@ pub async fn put_session(db: Db<'_>, row: &SessionRow, new: bool) -> Result<()> 
     Ok(())
 }
 
+/// Makes new sessions in one statement (`Tx::create_sessions`): a segment each, the
+/// rows, and their changes logged with one notification, as `changes::record` logs one.
+pub async fn create_sessions(db: Db<'_>, infos: Vec<SessionInfo>) -> Result<Vec<SessionRow>> {
+    if infos.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!(
+        "WITH n AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
+           $7::text[]) WITH ORDINALITY AS n(session_id, system, cwd, title, metadata, at, usage, k)), \
+         s AS (INSERT INTO convo.segments (parent, base, owner) SELECT NULL, 0, session_id FROM n ORDER BY k \
+           RETURNING id, owner), \
+         made AS (INSERT INTO convo.sessions ({SESSION_COLUMNS}) \
+           SELECT n.session_id, n.system, n.cwd, n.title, n.metadata, 0, n.at, n.at, NULL, NULL, s.id, 0, 0, n.usage \
+           FROM n JOIN s ON s.owner = n.session_id ORDER BY n.k \
+           ON CONFLICT (session_id) DO NOTHING RETURNING session_id, segment), \
+         c AS (INSERT INTO convo.changes (session_id, revision, kind, message_count) SELECT session_id, 0, $8, 0 FROM made) \
+         SELECT made.session_id, made.segment, pg_notify($9, $10) FROM made"
+    );
+    let column = |f: fn(&SessionInfo) -> Option<String>| infos.iter().map(f).collect::<Vec<Option<String>>>();
+    let ids = column(|i| Some(i.session_id.clone()));
+    let (system, cwd, title) = (column(|i| i.system.clone()), column(|i| i.cwd.clone()), column(|i| i.title.clone()));
+    let metadata = column(|i| opt_json(&i.metadata));
+    let at = column(|i| Some(i.created_at.clone()));
+    let usage = column(|i| Some(to_json(&i.usage)));
+    let (kind, schema) = (crate::store::feed::ChangeKind::Created.as_str(), db.schema());
+    let params: [&dyn Param; 10] = [
+        &ids,
+        &system,
+        &cwd,
+        &title,
+        &metadata,
+        &at,
+        &usage,
+        &kind,
+        &crate::store::postgres::changes::CHANNEL,
+        &schema,
+    ];
+    let made = query(db, &sql, &params).await?;
+    let mut segments: std::collections::HashMap<String, i64> =
+        made.iter().map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1))).collect();
+    infos
+        .into_iter()
+        .map(|info| match segments.remove(&info.session_id) {
+            Some(segment) => Ok(SessionRow { info, segment, start: 0, len: 0 }),
+            None => Err(Error::SessionExists(info.session_id)),
+        })
+        .collect()
+}
+
 pub const MESSAGE_COLUMNS: &str =
     "id, role, content, name, tool_call_id, tool_calls, images, metadata, native, usage, created_at";
 

@@ -108,6 +108,10 @@ impl Tx for Pg<'_> {
         rows::put_session(self.db, row, new).await
     }
 
+    async fn create_sessions(&self, infos: Vec<SessionInfo>) -> Result<Vec<SessionRow>> {
+        rows::create_sessions(self.db, infos).await
+    }
+
     async fn put_appended(&self, row: &SessionRow) -> Result<()> {
         let info = &row.info;
         let usage = serde_json::to_string(&info.usage).unwrap_or_else(|_| "null".into());
@@ -124,8 +128,12 @@ impl Tx for Pg<'_> {
     async fn list(&self, listing: &Listing) -> Result<Vec<SessionInfo>> {
         let Listing { limit, after, updated_before } = listing.clone();
         let (at, id) = after.map_or((None, None), |k| (Some(k.created_at), Some(k.session_id)));
+        // Two statements, as on SQLite (`sqlite::tx::list_query`): a page after a cursor
+        // bounds the index scan with a plain row value, whatever plan is cached.
+        let bound =
+            if at.is_some() { "(created_at, session_id) < ($1, $2)" } else { "$1::text IS NULL AND $2::text IS NULL" };
         let sql = format!(
-            "SELECT {SESSION_COLUMNS} FROM convo.sessions WHERE ($1::text IS NULL OR (created_at, session_id) < ($1, $2)) \
+            "SELECT {SESSION_COLUMNS} FROM convo.sessions WHERE {bound} \
              AND ($4::text IS NULL OR updated_at < $4) ORDER BY created_at DESC, session_id DESC LIMIT $3"
         );
         let found = query(self.db, &sql, &[&at, &id, &(limit as i64), &updated_before]).await?;

@@ -68,6 +68,28 @@ pub async fn create<T: Tx + ?Sized>(tx: &T, session_id: Option<String>, fields: 
     Ok(info)
 }
 
+/// Creates queued back to back, applied as one (`jobs::apply_run`): the ids asked for
+/// looked up together, then the sessions made together (`Tx::create_sessions`). The
+/// sessions of the creates the run took, from the first on: it stops before a create
+/// whose id is taken, or named by a create before it in the run, which is then applied
+/// alone (and refused there).
+pub async fn create_run<T: Tx + ?Sized>(tx: &T, run: Vec<(Option<String>, Fields)>) -> Result<Vec<SessionInfo>> {
+    let wanted: Vec<&str> = run.iter().filter_map(|(id, _)| id.as_deref()).collect();
+    let found = futures_util::future::try_join_all(wanted.iter().map(|id| tx.session(id, false))).await?;
+    let taken: HashSet<&str> = wanted.iter().zip(&found).filter(|(_, row)| row.is_some()).map(|(id, _)| *id).collect();
+    let mut seen = HashSet::new();
+    let fresh = run
+        .iter()
+        .position(|(id, _)| id.as_deref().is_some_and(|id| taken.contains(id) || !seen.insert(id)))
+        .unwrap_or(run.len());
+    let infos = run
+        .into_iter()
+        .take(fresh)
+        .map(|(id, fields)| new_info(id.unwrap_or_else(new_session_id), fields, None, 0))
+        .collect();
+    Ok(tx.create_sessions(infos).await?.into_iter().map(|row| row.info).collect())
+}
+
 pub async fn update<T: Tx + ?Sized>(tx: &T, id: &str, patch: Patch, expected: Option<u64>) -> Result<SessionInfo> {
     let row = checked(tx, id, expected).await?;
     let mut fields = row.fields();

@@ -73,11 +73,12 @@ impl Edit {
         }
     }
 
-    /// The session an append is to: appends to one session queued back to back may be
-    /// applied as one run (`apply_run`).
-    pub fn appends_to(&self) -> Option<&str> {
+    /// The run the edit may be applied in (`apply_run`): the appends to one session, or
+    /// creates, queued back to back.
+    pub fn run(&self) -> Option<Run<'_>> {
         match self {
-            Edit::Append { session_id, .. } => Some(session_id),
+            Edit::Append { session_id, .. } => Some(Run::Appends(session_id)),
+            Edit::Create { .. } => Some(Run::Creates),
             _ => None,
         }
     }
@@ -131,25 +132,48 @@ impl Edit {
     }
 }
 
-/// Appends to one session queued back to back (each `Edit::appends_to` it), applied as
-/// one (`edits::append_run`): the answers of the appends the run took, from the first
-/// on; the others are to be applied one by one. An error: the whole run is rolled back.
+/// Edits applied together, in one round trip or a few: those `Edit::run` gives the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Run<'e> {
+    /// Appends to this session (`edits::append_run`).
+    Appends(&'e str),
+    /// Creates (`edits::create_run`).
+    Creates,
+}
+
+/// Edits of one `Run`, applied as one: the answers of the edits the run took, from the
+/// first on; the others are to be applied one by one. An error: the whole run is rolled
+/// back.
 pub async fn apply_run<T: Tx + ?Sized>(tx: &T, run: Vec<Edit>) -> Result<Vec<Result<Done>>> {
-    let mut session: Option<String> = None;
-    let mut appends = Vec::with_capacity(run.len());
-    for edit in run {
-        match edit {
-            Edit::Append { session_id, messages, expected, once }
-                if session.get_or_insert_with(|| session_id.clone()) == &session_id =>
-            {
-                appends.push(edits::Appendable { messages, expected, once });
+    let mismatch = || Err(Error::Internal("a run held edits of another kind".into()));
+    match run.first().and_then(Edit::run) {
+        None => Ok(Vec::new()),
+        Some(Run::Appends(session)) => {
+            let session = session.to_owned();
+            let mut appends = Vec::with_capacity(run.len());
+            for edit in run {
+                match edit {
+                    Edit::Append { session_id, messages, expected, once } if session_id == session => {
+                        appends.push(edits::Appendable { messages, expected, once });
+                    }
+                    _ => return mismatch(),
+                }
             }
-            _ => return Err(Error::Internal("a run of appends held another edit".into())),
+            let answers = edits::append_run(tx, &session, appends).await?;
+            Ok(answers.into_iter().map(|a| a.map(Done::Appended)).collect())
+        }
+        Some(Run::Creates) => {
+            let mut creates = Vec::with_capacity(run.len());
+            for edit in run {
+                match edit {
+                    Edit::Create { session_id, fields } => creates.push((session_id, fields)),
+                    _ => return mismatch(),
+                }
+            }
+            let answers = edits::create_run(tx, creates).await?;
+            Ok(answers.into_iter().map(|info| Ok(Done::Session(info))).collect())
         }
     }
-    let Some(session) = session else { return Ok(Vec::new()) };
-    let answers = edits::append_run(tx, &session, appends).await?;
-    Ok(answers.into_iter().map(|a| a.map(Done::Appended)).collect())
 }
 
 /// A read. `snapshot()` says whether it reads more than one statement's worth and so

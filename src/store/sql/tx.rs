@@ -50,6 +50,25 @@ pub trait Tx {
     async fn put_appended(&self, row: &SessionRow) -> Result<()> {
         self.put_session(row, false).await
     }
+    /// Makes new sessions (of revision 0, their ids free when looked up), each on a new
+    /// segment of its own, and logs their creation: their rows, in order. An id taken
+    /// meanwhile fails the whole (`SessionExists`). By default one session at a time,
+    /// all issued together.
+    async fn create_sessions(&self, infos: Vec<SessionInfo>) -> Result<Vec<SessionRow>> {
+        let made = infos.iter().map(|info| self.new_segment(None, 0, &info.session_id));
+        let segments = futures_util::future::try_join_all(made).await?;
+        let rows: Vec<SessionRow> = infos
+            .into_iter()
+            .zip(segments)
+            .map(|(info, segment)| SessionRow { info, segment, start: 0, len: 0 })
+            .collect();
+        let put = rows.iter().map(|row| async move {
+            self.put_session(row, true).await?;
+            self.record(&row.info.session_id, 0, ChangeKind::Created, 0).await
+        });
+        futures_util::future::try_join_all(put).await?;
+        Ok(rows)
+    }
     async fn delete_session(&self, id: &str) -> Result<()>;
     async fn list(&self, listing: &Listing) -> Result<Vec<SessionInfo>>;
     /// The ids of the sessions last updated before `at` (a canonical time stamp).
