@@ -116,4 +116,21 @@ fn may_match_lowercases_ascii_and_unicode_text_alike() {
     let q = Query::parse("json").unwrap();
     assert!(q.may_match(r#"{"content":"JSON text"}"#));
     assert!(!q.may_match(r#"{"content":"JS ON"}"#));
+    // At either end of the text, one byte short of it, and a word that is not ASCII.
+    assert!(Query::parse("ab").unwrap().may_match("AB"));
+    assert!(Query::parse("ab").unwrap().may_match("xaB"));
+    assert!(!Query::parse("abc").unwrap().may_match("AB"));
+    assert!(!Query::parse("été").unwrap().may_match("ETE ete"));
+}
+
+proptest::proptest! {
+    /// Issue 47: the scan's test of an ASCII text, made without a lowercased copy, says
+    /// what a lowercased copy's `contains` says.
+    #[test]
+    fn ascii_text_is_tested_as_its_lowercased_copy(text in "[a-cA-C {}\":]{0,24}", word in "[a-c]{1,4}|é") {
+        proptest::prop_assert_eq!(
+            contains_ascii_lowercased(text.as_bytes(), word.as_bytes()),
+            text.to_ascii_lowercase().contains(word.as_str())
+        );
+    }
 }

@@ -23,6 +23,10 @@ pub fn scan(
     let mut hits: Vec<(u64, &str, usize, &Stored)> = Vec::new();
     for (session_id, messages) in &histories {
         for (index, kept) in messages.iter().enumerate() {
+            // Most messages fail the cheap test: they are neither scored nor remembered.
+            if !may_match_whole(query, kept) {
+                continue;
+            }
             let score = match scores.entry(kept.text().as_ptr()) {
                 Entry::Occupied(known) => *known.get(),
                 Entry::Vacant(new) => *new.insert(score(query, kept)?),
@@ -55,14 +59,16 @@ pub fn scan(
 /// images may hold megabytes of base64) is parsed, and only its content tried.
 const WHOLE_TEXT_MAX: usize = 16 * 1024;
 
-/// How well one message matches. Its text is tried whole first: query words are letters
-/// and digits, which JSON text never escapes, so a text that lacks them cannot match and
-/// is not parsed.
-fn score(query: &Query, kept: &Stored) -> Result<Option<u64>> {
+/// Whether a message may match, from its text tried whole: query words are letters and
+/// digits, which JSON text never escapes, so a text that lacks them cannot match and is
+/// not parsed. A text too long to try whole may.
+fn may_match_whole(query: &Query, kept: &Stored) -> bool {
     let text = kept.text();
-    if text.len() <= WHOLE_TEXT_MAX && !query.may_match(text) {
-        return Ok(None);
-    }
+    text.len() > WHOLE_TEXT_MAX || query.may_match(text)
+}
+
+/// How well one message that may match (`may_match_whole`) matches.
+fn score(query: &Query, kept: &Stored) -> Result<Option<u64>> {
     let content = kept.content()?;
     let content = content_text(&content);
     if !query.may_match(&content) {
