@@ -214,7 +214,8 @@ fn creates_pipelined_together(s: &mut Server) {
     let mut minted = Vec::new();
     let mut named = Vec::new();
     for i in 0..40 {
-        minted.push(s.send_request("session/create", json!({"title": format!("m{i}")})));
+        let meta = json!({"n": i, "nested": {"big": 12345678901234567890u64, "list": [1.5, null, "é\"x"]}});
+        minted.push(s.send_request("session/create", json!({"title": format!("m{i}"), "cwd": "/w", "metadata": meta})));
         named.push(s.send_request("session/create", json!({"session_id": format!("n{i}"), "system": format!("s{i}")})));
     }
     let taken = s.send_request("session/create", json!({"session_id": "old", "title": "after"}));
@@ -225,10 +226,17 @@ fn creates_pipelined_together(s: &mut Server) {
     let fresh = s.send_request("session/create", json!({"session_id": "late"}));
 
     let mut ids = std::collections::HashSet::new();
+    let mut answered = Vec::new();
     for (i, id) in minted.iter().enumerate() {
         let made = s.result_of(*id, "session/create");
-        assert_eq!((&made["title"], &made["revision"]), (&json!(format!("m{i}")), &json!(0)));
+        assert_eq!(
+            (&made["title"], &made["revision"], &made["cwd"]),
+            (&json!(format!("m{i}")), &json!(0), &json!("/w"))
+        );
+        assert_eq!(made["metadata"]["nested"]["list"], json!([1.5, null, "é\"x"]));
+        assert_eq!(made["metadata"]["nested"]["big"].to_string(), "12345678901234567890");
         assert!(ids.insert(made["session_id"].as_str().unwrap().to_owned()), "each minted id once");
+        answered.push(made);
     }
     for (i, id) in named.iter().enumerate() {
         let made = s.result_of(*id, "session/create");
@@ -241,6 +249,9 @@ fn creates_pipelined_together(s: &mut Server) {
     assert_eq!(s.result_of(remade, "session/create")["system"], "remade");
     assert_eq!(s.result_of(fresh, "session/create")["session_id"], "late");
 
+    for made in answered {
+        assert_eq!(s.call("session/get", json!({"session_id": made["session_id"]})), made, "stored as answered");
+    }
     assert_eq!(s.call("session/get", json!({"session_id": "old"}))["title"], "before");
     assert_eq!(s.call("session/get", json!({"session_id": "n7"}))["system"], "s7");
     let listed = s.call("session/list", json!({"limit": 1000}))["sessions"].as_array().unwrap().clone();
@@ -249,7 +260,53 @@ fn creates_pipelined_together(s: &mut Server) {
     assert!(ids.iter().all(|id| listed.contains(id.as_str())));
 }
 
+/// Issue 47: updates pipelined over many sessions are applied together (PostgreSQL
+/// locks their rows in one round trip and writes them in another), yet each is answered
+/// as if alone: a stale revision or a missing session is refused and changes nothing,
+/// two updates of one session apply in order, one that changes nothing keeps the
+/// revision.
+fn updates_pipelined_together(s: &mut Server) {
+    for i in 0..30 {
+        s.call("session/create", json!({"session_id": format!("u{i}"), "title": "t"}));
+    }
+    let mut sent = Vec::new();
+    for i in 0..30 {
+        let params = match i {
+            3 => json!({"session_id": "u3", "title": "stale", "expected_revision": 5}),
+            4 => json!({"session_id": "u4", "title": "t"}),
+            _ => json!({"session_id": format!("u{i}"), "title": format!("a{i}"), "metadata": {"i": i}}),
+        };
+        sent.push(s.send_request("session/update", params));
+    }
+    let ghost = s.send_request("session/update", json!({"session_id": "ghost", "title": "x"}));
+    let again = s.send_request("session/update", json!({"session_id": "u7", "title": "b7", "expected_revision": 1}));
+    let stale = s.send_request("session/update", json!({"session_id": "u8", "title": "no", "expected_revision": 0}));
+
+    for (i, id) in sent.iter().enumerate() {
+        match i {
+            3 => assert_eq!(s.error_of(*id, "session/update", 1003)["data"]["current_revision"], 0),
+            4 => assert_eq!(s.result_of(*id, "session/update")["revision"], 0, "nothing changed"),
+            _ => {
+                let info = s.result_of(*id, "session/update");
+                assert_eq!(
+                    (&info["title"], &info["metadata"], &info["revision"]),
+                    (&json!(format!("a{i}")), &json!({"i": i}), &json!(1))
+                );
+            }
+        }
+    }
+    assert_eq!(s.error_of(ghost, "session/update", 1001)["data"]["session_id"], "ghost");
+    assert_eq!(s.result_of(again, "session/update")["revision"], 2);
+    assert_eq!(s.error_of(stale, "session/update", 1003)["data"]["current_revision"], 1);
+    let get = |s: &mut Server, id: &str| s.call("session/get", json!({"session_id": id}));
+    assert_eq!((get(s, "u3")["title"].as_str(), get(s, "u3")["revision"].as_u64()), (Some("t"), Some(0)));
+    assert_eq!((get(s, "u7")["title"].as_str(), get(s, "u7")["revision"].as_u64()), (Some("b7"), Some(2)));
+    assert_eq!((get(s, "u8")["title"].as_str(), get(s, "u8")["revision"].as_u64()), (Some("a8"), Some(1)));
+    assert_eq!(get(s, "u29")["metadata"], json!({"i": 29}));
+}
+
 crate::every_store!(
+    updates_pipelined_together,
     creates_pipelined_together,
     create_and_get,
     bad_session_ids,

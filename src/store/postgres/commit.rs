@@ -6,8 +6,8 @@
 //! behind; appends pipelined on one session thus share a transaction (the writer calls
 //! `store::queued::signal`, as SQLite's does), and those queued back to back go as one
 //! run in one savepoint, every row of them in one round trip (`edits::append_run`), as
-//! creates queued back to back go as one in a few (`edits::create_run`); a run that
-//! fails is rolled back and its jobs applied one by one. A job's reply is sent only after its
+//! creates and updates queued back to back go as one in a few (`edits::create_run`,
+//! `edits::update_run`); a run that fails is rolled back and its jobs applied one by one. A job's reply is sent only after its
 //! transaction committed; if the commit fails, every job in it fails with 1006. A
 //! transaction in which the server said it will not take writes (25006 on a standby:
 //! `errors::refuses_writes`) ends its connection, closed instead of returned to the pool.
@@ -190,7 +190,7 @@ async fn commit_group(
         // The appends to one session in the group go as one run, in one round trip; the
         // creates, in a few.
         let run = match job.edit.run() {
-            Some(run) if alone == 0 => take_run(&mut pending, run),
+            Some(run) if alone == 0 => take_run(&mut pending, run, job.edit.session_key()),
             _ => Vec::new(),
         };
         if !run.is_empty() {
@@ -300,20 +300,23 @@ async fn commit_group(
     later
 }
 
-/// The edits of `run` queued after one of it, taken out of `pending`. Jobs of other
-/// sessions may be passed (the connection let them all start, so none waits for
-/// another), up to a job with no session: appends to a session, up to another edit of
-/// it; creates, but not one of a session a job passed names (that job comes first).
-fn take_run(pending: &mut VecDeque<Queued>, run: Run<'_>) -> Vec<Queued> {
+/// The edits of `run` queued after one of it (to `first`, the session it names), taken
+/// out of `pending`. Jobs of other sessions may be passed (the connection let them all
+/// start, so none waits for another), up to a job with no session: appends to a session,
+/// up to another edit of it; creates and updates, but not one of a session a job passed
+/// names (that job comes first), nor an update of a session the run holds already.
+fn take_run(pending: &mut VecDeque<Queued>, run: Run<'_>, first: Option<&str>) -> Vec<Queued> {
     let mut taken = Vec::new();
     let mut passed = std::collections::HashSet::new();
+    let mut held: std::collections::HashSet<&str> = first.into_iter().collect();
     for (i, q) in pending.iter().enumerate() {
         let session = q.edit.session_key();
         match (run, q.edit.run(), session) {
             (Run::Appends(_), Some(r), _) if r == run => taken.push(i),
             (Run::Appends(s), _, Some(other)) if other != s => {}
             (Run::Creates, Some(Run::Creates), _) if session.is_none_or(|s| !passed.contains(s)) => taken.push(i),
-            (Run::Creates, _, Some(other)) => _ = passed.insert(other),
+            (Run::Updates, Some(Run::Updates), Some(s)) if !passed.contains(s) && held.insert(s) => taken.push(i),
+            (Run::Creates | Run::Updates, _, Some(other)) => _ = passed.insert(other),
             _ => break,
         }
     }

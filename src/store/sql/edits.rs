@@ -91,16 +91,50 @@ pub async fn create_run<T: Tx + ?Sized>(tx: &T, run: Vec<(Option<String>, Fields
 }
 
 pub async fn update<T: Tx + ?Sized>(tx: &T, id: &str, patch: Patch, expected: Option<u64>) -> Result<SessionInfo> {
-    let row = checked(tx, id, expected).await?;
+    let (row, changed) = patched(require(tx, id).await?, patch, expected)?;
+    if changed {
+        put(tx, ChangeKind::Updated, &row).await?;
+    }
+    Ok(row.info)
+}
+
+/// An update planned on its session's locked row: the row as it is to be, and whether it
+/// changed (changing nothing keeps the revision).
+fn patched(row: SessionRow, patch: Patch, expected: Option<u64>) -> Result<(SessionRow, bool)> {
+    check_revision(expected, row.info.revision)?;
     let mut fields = row.fields();
     if !patch.apply(&mut fields) {
-        return Ok(row.info);
+        return Ok((row, false));
     }
     let mut row = touched(row);
     (row.info.system, row.info.cwd, row.info.title, row.info.metadata) =
         (fields.system, fields.cwd, fields.title, fields.metadata);
-    put(tx, ChangeKind::Updated, &row).await?;
-    Ok(row.info)
+    Ok((row, true))
+}
+
+/// Updates of distinct sessions queued back to back, applied as one (`jobs::apply_run`):
+/// the rows locked together, in id order (as `delete_many` locks them, so that two runs
+/// cannot deadlock), each update planned on its row, the changed rows and their changes
+/// written together. Each update's answer, in order: one refused (no such session, a
+/// stale revision) changes nothing and leaves the others be.
+pub async fn update_run<T: Tx + ?Sized>(
+    tx: &T,
+    run: Vec<(String, Patch, Option<u64>)>,
+) -> Result<Vec<Result<SessionInfo>>> {
+    let mut ids: Vec<&str> = run.iter().map(|(id, ..)| id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let locked = futures_util::future::try_join_all(ids.iter().map(|id| tx.session(id, true))).await?;
+    let mut rows: std::collections::HashMap<String, SessionRow> =
+        locked.into_iter().flatten().map(|row| (row.info.session_id.clone(), row)).collect();
+    let mut planned = Vec::with_capacity(run.len());
+    for (id, patch, expected) in run {
+        let row = rows.remove(&id).ok_or(Error::SessionNotFound(id));
+        planned.push(row.and_then(|row| patched(row, patch, expected)));
+    }
+    let changed = planned.iter().filter_map(|p| p.as_ref().ok()).filter(|(_, changed)| *changed);
+    futures_util::future::try_join_all(changed.map(|(row, _)| put(tx, ChangeKind::Updated, row))).await?;
+    Ok(planned.into_iter().map(|p| p.map(|(row, _)| row.info)).collect())
 }
 
 /// Deletes a session, logs it, and reclaims what only it used.

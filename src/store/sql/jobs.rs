@@ -79,6 +79,7 @@ impl Edit {
         match self {
             Edit::Append { session_id, .. } => Some(Run::Appends(session_id)),
             Edit::Create { .. } => Some(Run::Creates),
+            Edit::Update { .. } => Some(Run::Updates),
             _ => None,
         }
     }
@@ -139,6 +140,8 @@ pub enum Run<'e> {
     Appends(&'e str),
     /// Creates (`edits::create_run`).
     Creates,
+    /// Updates of distinct sessions (`edits::update_run`).
+    Updates,
 }
 
 /// Edits of one `Run`, applied as one: the answers of the edits the run took, from the
@@ -172,6 +175,17 @@ pub async fn apply_run<T: Tx + ?Sized>(tx: &T, run: Vec<Edit>) -> Result<Vec<Res
             }
             let answers = edits::create_run(tx, creates).await?;
             Ok(answers.into_iter().map(|info| Ok(Done::Session(info))).collect())
+        }
+        Some(Run::Updates) => {
+            let mut updates = Vec::with_capacity(run.len());
+            for edit in run {
+                match edit {
+                    Edit::Update { session_id, patch, expected } => updates.push((session_id, patch, expected)),
+                    _ => return mismatch(),
+                }
+            }
+            let answers = edits::update_run(tx, updates).await?;
+            Ok(answers.into_iter().map(|a| a.map(Done::Session)).collect())
         }
     }
 }
