@@ -207,12 +207,28 @@ fn keep(holds: &mut Vec<Hold>, hold: Hold) {
     }
 }
 
+/// How many turns of the runtime in a row the writer waits for no new reply before it
+/// writes what it has (`write_polled`).
+const GATHER_TURNS: u32 = 2;
+
 #[cfg(unix)]
 async fn write_polled(mut rx: mpsc::Receiver<Reply>, out: NonBlocking, framing: Arc<FramingCell>) {
     let mut batch = Batch::default();
     let mut broken = false;
+    let mut last = 0;
     while let Some(first) = rx.recv().await {
         if !broken {
+            // After a write of several replies (requests pipelined), the replies behind
+            // them come a turn or two of the runtime apart: those are waited for, so that
+            // one write (one wakeup of the reader) carries them all. After a write of one
+            // (a request at a time) nothing is waited for.
+            let mut idle = 0;
+            while last > 1 && idle < GATHER_TURNS && rx.len() + 1 < last {
+                let before = rx.len();
+                tokio::task::yield_now().await;
+                idle = if rx.len() > before { 0 } else { idle + 1 };
+            }
+            last = rx.len() + 1;
             batch.fill(first, &mut rx, &framing);
             broken = report(out.write_all_vectored(&mut batch.slices()).await);
             batch.written();
