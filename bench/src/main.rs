@@ -203,6 +203,18 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
+/// The time of one call, to its reply.
+fn timed(c: &mut Client, method: &str, params: &str) -> Duration {
+    let started = std::time::Instant::now();
+    c.call(method, params);
+    started.elapsed()
+}
+
+/// The median time of 5 calls of the same request.
+fn median_of_5(c: &mut Client, method: &str, params: &str) -> Duration {
+    median((0..5).map(|_| timed(c, method, params)).collect())
+}
+
 fn user(session: &str, text: &str) -> (String, String) {
     ("session/add_user".into(), json!({"session_id": session, "text": text}).to_string())
 }
@@ -283,14 +295,7 @@ fn measure_sessions(c: &mut Client, n: usize, report: &mut Report) {
     report.add("updates_per_s", k as f64 / took.as_secs_f64(), "req/s");
 
     let first = json!({"limit": 100}).to_string();
-    let times = (0..5)
-        .map(|_| {
-            let started = std::time::Instant::now();
-            c.call("session/list", &first);
-            started.elapsed()
-        })
-        .collect();
-    report.add("list_first_page_ms", ms(median(times)), "ms");
+    report.add("list_first_page_ms", ms(median_of_5(c, "session/list", &first)), "ms");
     let mut pages = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
@@ -478,14 +483,7 @@ fn measure_million(c: &mut Client, sizes: &Sizes, report: &mut Report) {
     report.add("million_build_messages_per_s", n as f64 / took.as_secs_f64(), "msg/s");
     for (name, offset) in [("start", 0), ("middle", n / 2), ("end", n - 100)] {
         let params = json!({"session_id": "million", "offset": offset, "limit": 100}).to_string();
-        let times = (0..5)
-            .map(|_| {
-                let started = std::time::Instant::now();
-                c.call("session/history", &params);
-                started.elapsed()
-            })
-            .collect();
-        report.add(&format!("million_page_100_at_{name}_ms"), ms(median(times)), "ms");
+        report.add(&format!("million_page_100_at_{name}_ms"), ms(median_of_5(c, "session/history", &params)), "ms");
     }
 }
 
@@ -515,15 +513,9 @@ fn tool_turns(c: &mut Client, id: &str, messages: usize) {
 /// answer): export to each provider, and token counts (the first loads the tokenizer).
 fn measure_provider(c: &mut Client, sizes: &Sizes, report: &mut Report) {
     tool_turns(c, "provider", sizes.history);
-    let timed = |c: &mut Client, method: &str, params: &str| {
-        let started = std::time::Instant::now();
-        c.call(method, params);
-        started.elapsed()
-    };
     let count = json!({"session_id": "provider"}).to_string();
     report.add("count_tokens_10k_first_ms", ms(timed(c, "session/count_tokens", &count)), "ms");
-    let times = (0..5).map(|_| timed(c, "session/count_tokens", &count)).collect();
-    report.add("count_tokens_10k_ms", ms(median(times)), "ms");
+    report.add("count_tokens_10k_ms", ms(median_of_5(c, "session/count_tokens", &count)), "ms");
     // An agent's loop: one message appended, then counted.
     let times = (0..5)
         .map(|n| {
@@ -535,8 +527,7 @@ fn measure_provider(c: &mut Client, sizes: &Sizes, report: &mut Report) {
     report.add("count_tokens_10k_after_append_ms", ms(median(times)), "ms");
     for format in ["openai_chat", "anthropic_messages", "gemini_contents"] {
         let params = json!({"session_id": "provider", "format": format}).to_string();
-        let times = (0..5).map(|_| timed(c, "session/export", &params)).collect();
-        report.add(&format!("export_10k_{format}_ms"), ms(median(times)), "ms");
+        report.add(&format!("export_10k_{format}_ms"), ms(median_of_5(c, "session/export", &params)), "ms");
     }
 }
 
@@ -549,27 +540,16 @@ fn measure_provider(c: &mut Client, sizes: &Sizes, report: &mut Report) {
 fn measure_context(c: &mut Client, sizes: &Sizes, report: &mut Report) {
     tool_turns(c, "fit", sizes.fit);
     let count = json!({"session_id": "fit", "format": "anthropic_messages"}).to_string();
-    let started = std::time::Instant::now();
-    c.call("session/count_tokens", &count);
-    report.add("count_tokens_fit_session_first_ms", ms(started.elapsed()), "ms");
+    report.add("count_tokens_fit_session_first_ms", ms(timed(c, "session/count_tokens", &count)), "ms");
     let times = (0..5)
         .map(|n| {
             c.call("session/add_user", &json!({"session_id": "fit", "text": format!("And line {n}?")}).to_string());
-            let started = std::time::Instant::now();
-            c.call("session/count_tokens", &count);
-            started.elapsed()
+            timed(c, "session/count_tokens", &count)
         })
         .collect();
     report.add("count_tokens_fit_session_after_append_ms", ms(median(times)), "ms");
     let fit = json!({"session_id": "fit", "format": "anthropic_messages", "fit": {"max_tokens": 100_000}}).to_string();
-    let times = (0..5)
-        .map(|_| {
-            let started = std::time::Instant::now();
-            c.call("session/export", &fit);
-            started.elapsed()
-        })
-        .collect();
-    report.add("export_fit_100k_tokens_ms", ms(median(times)), "ms");
+    report.add("export_fit_100k_tokens_ms", ms(median_of_5(c, "session/export", &fit)), "ms");
 
     let system = "You are a coding agent working in a large repository. ".repeat(60);
     c.call("session/create", &json!({"session_id": "loop", "system": system}).to_string());
@@ -671,18 +651,10 @@ fn measure_search(c: &mut Client, sizes: &Sizes, report: &mut Report) {
         100_000 => "100k".to_owned(),
         n => n.to_string(),
     };
-    let started = std::time::Instant::now();
-    c.call("session/search", &json!({"query": "zebra"}).to_string());
-    report.add(&format!("search_{size}_first_ms"), ms(started.elapsed()), "ms");
+    let first = timed(c, "session/search", &json!({"query": "zebra"}).to_string());
+    report.add(&format!("search_{size}_first_ms"), ms(first), "ms");
     for (name, params) in queries {
-        let params = params.to_string();
-        let times = (0..5)
-            .map(|_| {
-                let started = std::time::Instant::now();
-                c.call("session/search", &params);
-                started.elapsed()
-            })
-            .collect();
-        report.add(&format!("search_{size}_{name}_ms"), ms(median(times)), "ms");
+        let took = median_of_5(c, "session/search", &params.to_string());
+        report.add(&format!("search_{size}_{name}_ms"), ms(took), "ms");
     }
 }

@@ -181,15 +181,8 @@ pub fn open_writer(path: &Path, settings: Settings) -> Result<Connection> {
     conn.busy_timeout(settings.busy_timeout).map_err(|e| cannot_open(path, e))?;
     // Check before anything can write: a newer or foreign database stays untouched. One
     // statement, so another process migrating meanwhile is seen whole or not at all.
-    let (version, tables): (i64, i64) = retry_busy(settings, || {
-        conn.query_row(
-            "SELECT (SELECT user_version FROM pragma_user_version), \
-                    (SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%')",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-    })
-    .map_err(|e| unavailable(format!("{} is not a usable database: {e}", path.display())))?;
+    let (version, tables) = retry_busy(settings, || version_and_tables(&conn))
+        .map_err(|e| unavailable(format!("{} is not a usable database: {e}", path.display())))?;
     refuse_newer(version, path)?;
     refuse_foreign(version, tables, path)?;
     let mode: String =
@@ -279,16 +272,21 @@ fn immutable_uri(path: &Path) -> String {
     uri
 }
 
+/// The database's schema version and how many tables (and indexes) of its own it holds,
+/// in one statement: another process migrating meanwhile is seen whole or not at all.
+fn version_and_tables(conn: &Connection) -> rusqlite::Result<(i64, i64)> {
+    conn.query_row(
+        "SELECT (SELECT user_version FROM pragma_user_version), \
+                (SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%')",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+}
+
 /// A database opened for reading only must be a convo database of this convo's schema
 /// version: an older one cannot be brought up to date, a newer one is not read.
 pub fn check_read_only(conn: &Connection, path: &Path) -> Result<()> {
-    let (version, tables): (i64, i64) = conn
-        .query_row(
-            "SELECT (SELECT user_version FROM pragma_user_version), \
-                    (SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%')",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
+    let (version, tables) = version_and_tables(conn)
         .map_err(|e| unavailable(format!("{} is not a usable database: {e}", path.display())))?;
     refuse_newer(version, path)?;
     refuse_foreign(version, tables, path)?;
