@@ -177,9 +177,12 @@ def main(path):
     creates = med("convo postgres, 100,000 sessions", "creates_minted_per_s")
     if creates:
         check("PostgreSQL: creates pipelined ≥ 5,000/s (issue 47)", creates >= 5000, f"{creates:,.0f}/s")
-    search = med("convo memory, search at depth", "search_1m_rare_word_ms")
-    if search:
-        check("memory: search at 1,000,000 messages ≤ 20 ms (issue 47)", search <= 20, f"{search:.1f} ms")
+    # Every query, not only the rare word: the slowest median of them.
+    queries = ["rare_word", "common_word", "two_words", "phrase", "prefix", "first"]
+    searches = {q: med("convo memory, search at depth", f"search_1m_{q}_ms") for q in queries}
+    if all(searches.values()):
+        slowest = max(searches, key=searches.get)
+        check("memory: every search at 1,000,000 messages ≤ 20 ms (issue 47)", searches[slowest] <= 20, f"{searches[slowest]:.1f} ms ({slowest})")
     rss = med(convo, "rss_per_payload_10k_x_1kb")
     if rss is not None:
         check("memory store RSS at most 2× the payload it holds (10,000 × 1 KB)", rss <= 2, f"{rss:.2f}×")

@@ -644,8 +644,8 @@ fn measure_search(c: &mut Client, sizes: &Sizes, report: &mut Report) {
         ("prefix", json!({"query": "fun*"})),
         ("in_one_session", json!({"query": "error", "session_id": "search3"})),
     ];
-    // The first search reads what was stored since the last (the memory store indexes
-    // its words then); the five timed after it are the steady state.
+    // The first search after the messages were stored (a cold cache, on SQLite), apart;
+    // the five timed after it are the steady state.
     let size = match sizes.search {
         1_000_000 => "1m".to_owned(),
         100_000 => "100k".to_owned(),

@@ -235,9 +235,38 @@ impl Query {
     /// How well the indexed `words` of a message match: `None` when a term is missing,
     /// else the number of term occurrences.
     pub fn score(&self, words: &[String]) -> Option<u64> {
+        self.score_by(
+            words.len(),
+            |at, word, prefix| {
+                if prefix { words[at].starts_with(word) } else { words[at] == word }
+            },
+        )
+    }
+
+    /// `score` of a message's searchable text, read from it: an ASCII text's words are
+    /// compared where they lie, ignoring case, with no lowercased copy of each. A text
+    /// that fails `may_match` scores `None`, and is better not split.
+    pub fn score_text(&self, text: &str) -> Option<u64> {
+        if !text.is_ascii() {
+            return self.score(&indexed_words(text).map(|w| w.text).collect::<Vec<_>>());
+        }
+        let words = ascii_indexed_words(text.as_bytes());
+        self.score_by(words.len(), |at, word, prefix| {
+            let word = word.as_bytes();
+            let text = words[at];
+            match prefix {
+                true => text.len() >= word.len() && text[..word.len()].eq_ignore_ascii_case(word),
+                false => text.eq_ignore_ascii_case(word),
+            }
+        })
+    }
+
+    /// `score` over `n` words, `matches(at, word, prefix)` saying whether word `at` is
+    /// `word` (lowercase), or starts with it.
+    fn score_by(&self, n: usize, matches: impl Fn(usize, &str, bool) -> bool) -> Option<u64> {
         let mut total = 0;
         for term in &self.terms {
-            let found = (0..words.len()).filter(|&at| term.matches_at(words, at)).count();
+            let found = (0..n).filter(|&at| term.matches_at(n, at, &matches)).count();
             if found == 0 {
                 return None;
             }
@@ -250,11 +279,13 @@ impl Query {
     /// matched words in `[` `]`, white space collapsed, `…` where text was cut.
     pub fn snippet(&self, text: &str) -> String {
         let words: Vec<Word> = indexed_words(text).collect();
-        let lower: Vec<String> = words.iter().map(|w| w.text.clone()).collect();
         let mut marked = vec![false; words.len()];
+        let matches = |at: usize, word: &str, prefix: bool| {
+            if prefix { words[at].text.starts_with(word) } else { words[at].text == word }
+        };
         for term in &self.terms {
             for at in 0..words.len() {
-                if term.matches_at(&lower, at) {
+                if term.matches_at(words.len(), at, matches) {
                     marked[at..at + term.words.len()].iter_mut().for_each(|m| *m = true);
                 }
             }
@@ -270,19 +301,36 @@ impl Query {
 }
 
 impl Term {
-    fn matches_at(&self, words: &[String], at: usize) -> bool {
-        let n = self.words.len();
-        if at + n > words.len() {
-            return false;
-        }
-        self.words.iter().enumerate().all(|(i, w)| {
-            let word = &words[at + i];
-            if self.prefix && i == n - 1 { word.starts_with(w.as_str()) } else { word == w }
-        })
+    /// Whether the term's words are words `at..` of `n`, by `matches` (see `score_by`).
+    fn matches_at(&self, n: usize, at: usize, matches: impl Fn(usize, &str, bool) -> bool) -> bool {
+        let len = self.words.len();
+        at + len <= n && self.words.iter().enumerate().all(|(i, w)| matches(at + i, w, self.prefix && i == len - 1))
     }
 }
 
-/// Words `from..to` of `text` with what lies between them, marked words bracketed.
+/// `indexed_words` of an ASCII text, as they are written.
+fn ascii_indexed_words(text: &[u8]) -> Vec<&[u8]> {
+    let mut words = Vec::with_capacity(text.len() / 6 + 1);
+    let mut start = None;
+    for (at, b) in text.iter().enumerate() {
+        match (b.is_ascii_alphanumeric(), start) {
+            (true, None) => start = Some(at),
+            (false, Some(from)) => {
+                if at - from <= MAX_WORD_BYTES {
+                    words.push(&text[from..at]);
+                }
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(from) = start.filter(|from| text.len() - from <= MAX_WORD_BYTES) {
+        words.push(&text[from..]);
+    }
+    words.truncate(MAX_WORDS);
+    words
+}
+
 /// Whether `text` (ASCII), lowercased, holds `word` (lowercase): `word`'s first byte
 /// found in either case, the rest compared ignoring ASCII case. A word that is not ASCII
 /// is never in an ASCII text, as its bytes compare exactly.
@@ -293,6 +341,7 @@ fn contains_ascii_lowercased(text: &[u8], word: &[u8]) -> bool {
         .any(|at| text[at..at + word.len()].eq_ignore_ascii_case(word))
 }
 
+/// Words `from..to` of `text` with what lies between them, marked words bracketed.
 fn excerpt(text: &str, words: &[Word], marked: &[bool], from: usize, to: usize) -> String {
     if from >= to {
         return String::new();

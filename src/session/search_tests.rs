@@ -124,6 +124,18 @@ fn may_match_lowercases_ascii_and_unicode_text_alike() {
 }
 
 proptest::proptest! {
+    /// Issue 47: a text scored where it lies scores as its lowercased words do.
+    #[test]
+    fn a_text_scores_as_its_words(
+        text in "([a-cA-CéÉ\u{212A}]{1,3}[ ,.\"]){0,12}",
+        query in "([a-cé]{1,2}\\*?|\"[a-c]{1,2} [a-c]{1,2}\"\\*?)( [a-c]{1,2}){0,2}",
+    ) {
+        let Ok(query) = Query::parse(&query) else { return Ok(()) };
+        proptest::prop_assert_eq!(query.score_text(&text), query.score(&words(&text)));
+        let ascii = text.replace(['é', 'É', '\u{212A}'], "b");
+        proptest::prop_assert_eq!(query.score_text(&ascii), query.score(&words(&ascii)));
+    }
+
     /// Issue 47: the scan's test of an ASCII text, made without a lowercased copy, says
     /// what a lowercased copy's `contains` says.
     #[test]

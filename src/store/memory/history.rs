@@ -2,12 +2,15 @@
 //! serialized once when it is stored and shared by every fork and every reply, with its
 //! role beside it; and the trailing tool-call group, so that an append reads nothing back.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::sign::Sign;
 use crate::error::{Error, Result};
 use crate::session::json::push_string;
+use crate::session::search::content_text;
 use crate::session::{Message, Role, Tail, role_name};
 use crate::store::MessageJson;
 
@@ -89,7 +92,8 @@ impl Stored {
         }
     }
 
-    fn short(&self) -> bool {
+    /// Whether it is kept short: its text is its id, content and time.
+    pub fn short(&self) -> bool {
         self.packed & SHORT != 0
     }
 
@@ -175,6 +179,19 @@ impl Stored {
         Ok(content.content)
     }
 
+    /// Its searchable text (`content_text`): a short message's content where it lies when
+    /// it holds no escape, else read from its JSON.
+    pub fn content_text(&self) -> Result<Cow<'_, str>> {
+        if self.short() {
+            let content = self.values()?.1;
+            let inner = &content[1..content.len() - 1];
+            if !inner.contains('\\') {
+                return Ok(Cow::Borrowed(inner));
+            }
+        }
+        Ok(Cow::Owned(content_text(&self.content()?).into_owned()))
+    }
+
     /// Whether its id is `quoted` (an id as a JSON string): every stored text begins with
     /// its id, a whole text as `Message` serializes `id` first. A JSON string read from
     /// the start of a text ends where `quoted` ends exactly when the two are the same.
@@ -224,7 +241,9 @@ fn unreadable(e: &serde_json::Error) -> Error {
 
 #[derive(Clone, Default)]
 pub struct History {
-    pub messages: imbl::Vector<Stored>,
+    messages: imbl::Vector<Stored>,
+    /// Each message's signature, at its index: what a search tests first (`sign`).
+    signs: imbl::Vector<Sign>,
     tail: Tail,
 }
 
@@ -243,14 +262,17 @@ impl History {
         for (message, kept) in messages.iter().zip(&kept) {
             self.tail.follow(message);
             self.messages.push_back(kept.clone());
+            self.signs.push_back(Sign::of(&content_text(&message.content)));
         }
         Ok(kept)
     }
 
-    /// Appends messages another history keeps (a compaction's kept turns) and reads the
-    /// trailing group again.
-    pub fn extend_kept(&mut self, kept: impl IntoIterator<Item = Stored>) -> Result<()> {
-        self.messages.extend(kept);
+    /// Appends the messages `other` keeps after its oldest `skip` (a compaction's kept
+    /// turns) and reads the trailing group again.
+    pub fn extend_kept(&mut self, other: &History, skip: usize) -> Result<()> {
+        let skip = skip.min(other.len());
+        self.messages.append(other.messages.skip(skip));
+        self.signs.append(other.signs.skip(skip));
         self.tail = read_tail(&self.messages)?;
         Ok(())
     }
@@ -288,15 +310,32 @@ impl History {
         messages.truncate(n);
         self.tail = read_tail(&messages)?;
         self.messages = messages;
+        self.signs.truncate(n);
         Ok(())
     }
 
     /// Drops the oldest `n` messages (a trim).
     pub fn drop_oldest(&mut self, n: usize) -> Result<()> {
-        let messages = self.messages.skip(n.min(self.len()));
+        let n = n.min(self.len());
+        let messages = self.messages.skip(n);
         self.tail = read_tail(&messages)?;
         self.messages = messages;
+        self.signs = self.signs.skip(n);
         Ok(())
+    }
+
+    pub fn messages(&self) -> &imbl::Vector<Stored> {
+        &self.messages
+    }
+
+    pub fn signs(&self) -> &imbl::Vector<Sign> {
+        &self.signs
+    }
+
+    /// The messages and their signatures, as they are now (two O(1) clones), for a
+    /// search to scan without the store's lock.
+    pub fn searched(&self) -> (imbl::Vector<Stored>, imbl::Vector<Sign>) {
+        (self.messages.clone(), self.signs.clone())
     }
 
     /// Messages `start..end` (clamped) as their texts.
@@ -505,7 +544,7 @@ mod tests {
         assert!(unanswered(&history).is_empty());
         let (mut compacted, _) = History::of(&[message(Role::User, "s")], &Origin::default()).unwrap();
         let (old, _) = History::of(&[message(Role::User, "u"), calls("a", &["c"])], &Origin::default()).unwrap();
-        compacted.extend_kept(old.messages.skip(1)).unwrap();
+        compacted.extend_kept(&old, 1).unwrap();
         assert_eq!(unanswered(&compacted), ["c"]);
     }
 }

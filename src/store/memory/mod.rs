@@ -8,6 +8,7 @@
 
 mod history;
 mod scan;
+mod sign;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -28,6 +29,7 @@ use crate::store::{
     Popped, Removed, Rewound, SearchIndex, Sessions,
 };
 use history::{History, Origin, Stored};
+use sign::Sign;
 
 #[derive(Default)]
 pub struct MemoryStore {
@@ -251,7 +253,7 @@ fn retried(session_id: &str, history: &History, messages: &[Message]) -> Result<
         }
     }
     let Some(&Some(last)) = places.last() else { return Ok(None) };
-    let origin = history.messages.get(last).map(Stored::origin).unwrap_or_default();
+    let origin = history.messages().get(last).map(Stored::origin).unwrap_or_default();
     let revision = if origin.owner.as_str() == session_id { origin.revision } else { 0 };
     Ok(Some(Appended::duplicate(stored, last as u64, revision)))
 }
@@ -480,7 +482,7 @@ impl Histories for MemoryStore {
         check_revision(expected_revision, entry.revision)?;
         let history = &entry.history;
         let at = history.index_of(to_message_id).ok_or_else(|| Error::MessageNotFound(to_message_id.to_owned()))?;
-        let keep = at + 1 + rewind_keeps(history.messages.iter().skip(at + 1).map(Stored::role));
+        let keep = at + 1 + rewind_keeps(history.messages().iter().skip(at + 1).map(Stored::role));
         let removed = (history.len() - keep) as u64;
         if removed == 0 {
             return Ok(Rewound { removed, revision: entry.revision, archived_session_id: None });
@@ -514,7 +516,7 @@ impl Histories for MemoryStore {
         let summary = compaction_message(summary, cut as u64, old.id_at(0)?, old.id_at(cut - 1)?);
         let summary_message_id = summary.id.clone();
         let (mut history, _) = History::of(&[summary], &origin)?;
-        history.extend_kept(old.messages.skip(cut))?;
+        history.extend_kept(old, cut)?;
         let archived = archive.then(|| archive_of(session_id, entry)).transpose()?;
         let (archived_session_id, revision) =
             self.replace_history(&mut sessions, session_id, history, archived, ChangeKind::Compacted)?;
@@ -581,9 +583,9 @@ impl SearchIndex for MemoryStore {
             match session_id {
                 Some(id) => {
                     let entry = sessions.get(id).ok_or_else(|| not_found(id))?;
-                    vec![(id.to_owned(), entry.history.messages.clone())]
+                    vec![(id.to_owned(), entry.history.searched())]
                 }
-                None => sessions.iter().map(|(id, e)| (id.clone(), e.history.messages.clone())).collect(),
+                None => sessions.iter().map(|(id, e)| (id.clone(), e.history.searched())).collect(),
             }
         };
         scan::scan(histories, query, offset, limit)
@@ -617,16 +619,20 @@ impl ChangeFeed for MemoryStore {
 
 #[async_trait]
 impl Checks for MemoryStore {
-    /// Each message reads back as it was kept, with an id no other message of its session
-    /// has (what fork and `at_message_id` rely on), and no session was updated before it
-    /// was created.
+    /// Each message reads back as it was kept, signed as its text (what search tests
+    /// first), with an id no other message of its session has (what fork and
+    /// `at_message_id` rely on), and no session was updated before it was created.
     async fn check(&self) -> Result<Vec<String>> {
         let sessions = self.lock();
         let mut found = Vec::new();
         for (id, entry) in sessions.iter() {
             let id = quote(id);
             let mut ids = std::collections::HashSet::new();
-            for (i, kept) in entry.history.messages.iter().enumerate() {
+            let signs = entry.history.signs();
+            for (i, kept) in entry.history.messages().iter().enumerate() {
+                if signs.get(i) != kept.content_text().ok().map(|text| Sign::of(&text)).as_ref() {
+                    found.push(format!("session {id}: message {i} is not signed as its text"));
+                }
                 match kept.message() {
                     Err(e) => found.push(format!("session {id}: message {i}: {e}")),
                     Ok(message) if message.role != kept.role() => {
@@ -667,7 +673,7 @@ mod tests {
         store.append("fork", user("d"), None, false).await.unwrap();
         let sessions = store.lock();
         let owners = |id: &str| -> Vec<Arc<String>> {
-            sessions[id].history.messages.iter().map(|kept| kept.origin().owner).collect()
+            sessions[id].history.messages().iter().map(|kept| kept.origin().owner).collect()
         };
         let (one, fork) = (owners("one"), owners("fork"));
         assert_eq!((one[0].as_str(), one[1].as_str(), owners("other")[0].as_str()), ("one", "one", "other"));

@@ -1,0 +1,328 @@
+//! What the memory store's search tests before it reads a message: a signature of the
+//! message's indexed words (`session::search`), kept beside the message, 24 bytes. It
+//! answers two questions with no false "no": may the message hold these words (a Bloom
+//! filter of its words and of their first `PREFIX` characters, for prefix terms), and how
+//! often at most may it hold this word, or words of this prefix (two more filters, of
+//! what is there twice and three times). A scan of a million signatures is a walk over
+//! 24 MB, where reading the messages themselves is a cache miss each; and a message's
+//! score is bounded without reading it, so that a page of hits reads few messages beyond
+//! those it shows (`scan`).
+
+use crate::session::search::{MAX_WORD_BYTES, MAX_WORDS, Query};
+
+/// A message's signature (see the module header).
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct Sign {
+    words: [u64; 2],
+    /// Bits of what is there at least twice, and at least three times.
+    twice: u32,
+    thrice: u32,
+}
+
+/// What a query asks of a signature: the word bits every match has, and for each term
+/// the bit of what bounds its count (its first word, or its prefix; `None` when nothing
+/// does: a prefix shorter than `PREFIX`).
+#[derive(Clone, Debug)]
+pub struct Asks {
+    words: [u64; 2],
+    terms: Vec<Option<u32>>,
+}
+
+impl Sign {
+    /// The signature of a message's searchable text (`content_text`): each indexed word,
+    /// lowercased as `all_words` does, hashed as the query's words are.
+    pub fn of(text: &str) -> Sign {
+        // Each indexed word's hash, then its prefix's (if it has one).
+        let mut seen: Vec<u64> = Vec::with_capacity(text.len() / 3);
+        let mut taken = 0;
+        let mut sign = Sign::default();
+        let mut add = |(word, prefix): (u64, Option<u64>), bytes: usize| {
+            if bytes > MAX_WORD_BYTES || taken == MAX_WORDS {
+                return;
+            }
+            taken += 1;
+            sign.set(&word_bits(word));
+            seen.push(word);
+            if let Some(prefix) = prefix {
+                sign.set(&prefix_bits(prefix));
+                seen.push(prefix);
+            }
+        };
+        if text.is_ascii() {
+            for word in text.as_bytes().split(|b| !b.is_ascii_alphanumeric()).filter(|w| !w.is_empty()) {
+                add(ascii_hashes(word), word.len());
+            }
+        } else {
+            let mut chars = text.char_indices().peekable();
+            while let Some((start, c)) = chars.next() {
+                if !c.is_alphanumeric() {
+                    continue;
+                }
+                let mut end = start + c.len_utf8();
+                let mut lower = String::new();
+                lower.extend(c.to_lowercase());
+                while let Some(&(i, c)) = chars.peek() {
+                    if !c.is_alphanumeric() {
+                        break;
+                    }
+                    lower.extend(c.to_lowercase());
+                    end = i + c.len_utf8();
+                    chars.next();
+                }
+                add(hashes_of(&lower), end - start);
+            }
+        }
+        // What is there more than once, counted exactly: a word's bits all set by others
+        // would say "twice" of most words of a long message. A few are compared with
+        // those before them that may be the same (`present`, by six bits of the hash);
+        // many are sorted.
+        let mut count = |hash: u64, times: usize| {
+            if times >= 2 {
+                sign.twice |= count_bit(hash);
+            }
+            if times >= 3 {
+                sign.thrice |= count_bit(hash);
+            }
+        };
+        if seen.len() <= 64 {
+            let mut present = 0_u64;
+            for (i, &hash) in seen.iter().enumerate() {
+                let slot = 1 << (hash >> 58);
+                if present & slot != 0 {
+                    count(hash, 1 + seen[..i].iter().filter(|&&before| before == hash).count());
+                }
+                present |= slot;
+            }
+        } else {
+            seen.sort_unstable();
+            for run in seen.chunk_by(|a, b| a == b) {
+                count(run[0], run.len());
+            }
+        }
+        sign
+    }
+
+    fn set(&mut self, bits: &[u64; 2]) {
+        self.words[0] |= bits[0];
+        self.words[1] |= bits[1];
+    }
+
+    /// Whether the message may match a query that asks `asks`.
+    pub fn may_match(&self, asks: &Asks) -> bool {
+        self.words[0] & asks.words[0] == asks.words[0] && self.words[1] & asks.words[1] == asks.words[1]
+    }
+
+    /// The most a match may score (`Query::score`): one occurrence a term whose bound
+    /// is not there twice, two where it is not there three times; `None`, no bound.
+    pub fn most(&self, asks: &Asks) -> Option<u64> {
+        asks.terms.iter().try_fold(0, |most, bit| {
+            let bit = (*bit)?;
+            match (self.twice & bit != 0, self.thrice & bit != 0) {
+                (_, true) => None,
+                (true, false) => Some(most + 2),
+                (false, false) => Some(most + 1),
+            }
+        })
+    }
+}
+
+impl Asks {
+    /// Every word of a term is in each match, and a prefix of `PREFIX` characters or
+    /// more begins one. A term occurs at most as often as its first word, or as words
+    /// begin with its prefix; a shorter prefix bounds nothing.
+    pub fn of(query: &Query) -> Asks {
+        let mut asks = Asks { words: [0; 2], terms: Vec::new() };
+        for term in &query.terms {
+            let hashes: Vec<Option<u64>> = term
+                .words
+                .iter()
+                .enumerate()
+                .map(|(i, word)| match term.prefix && i == term.words.len() - 1 {
+                    false => Some(hashes_of(word).0),
+                    true => hashes_of(word).1,
+                })
+                .collect();
+            for (i, hash) in hashes.iter().enumerate() {
+                let last_is_prefix = term.prefix && i == hashes.len() - 1;
+                let bits = match hash {
+                    Some(hash) if last_is_prefix => prefix_bits(*hash),
+                    Some(hash) => word_bits(*hash),
+                    None => [0; 2],
+                };
+                asks.words[0] |= bits[0];
+                asks.words[1] |= bits[1];
+            }
+            asks.terms.push(hashes[0].map(count_bit));
+        }
+        asks
+    }
+}
+
+/// How many characters of a word its prefix entry holds.
+const PREFIX: usize = 3;
+
+/// A lowercased word's hash, and the hash of its first `PREFIX` characters if it has as
+/// many (told apart from the word of those characters).
+fn hashes_of(word: &str) -> (u64, Option<u64>) {
+    let prefix = match word.char_indices().nth(PREFIX) {
+        Some((end, _)) => Some(&word[..end]),
+        None => (word.chars().count() == PREFIX).then_some(word),
+    };
+    (hash(word.as_bytes(), 0), prefix.map(|p| hash(p.as_bytes(), PREFIX_SALT)))
+}
+
+/// `hashes_of` an ASCII word as written: a letter or digit's lowercase form is itself
+/// with bit 5 set (`LOWER`), which `hash` sets eight bytes at a time.
+fn ascii_hashes(word: &[u8]) -> (u64, Option<u64>) {
+    let prefix = word.get(..PREFIX).map(|p| hash_lowered(p, PREFIX_SALT));
+    (hash_lowered(word, 0), prefix)
+}
+
+/// Bit 5 of every byte: what makes an ASCII letter or digit lowercase.
+const LOWER: u64 = 0x2020_2020_2020_2020;
+
+/// Sets a prefix's hash apart from that of the word of the same characters.
+const PREFIX_SALT: u64 = 0x9e37_79b9_7f4a_7c15;
+
+fn hash(bytes: &[u8], salt: u64) -> u64 {
+    hash_with(bytes, salt, 0)
+}
+
+fn hash_lowered(bytes: &[u8], salt: u64) -> u64 {
+    hash_with(bytes, salt, LOWER)
+}
+
+/// A word's bytes (each or'ed with `lower`) taken eight at a time, each eight multiplied
+/// in, then mixed (MurmurHash3's finalizer) so that every bit drawn from it is spread.
+fn hash_with(bytes: &[u8], salt: u64, lower: u64) -> u64 {
+    let mut h = salt ^ (bytes.len() as u64).wrapping_mul(0x9fb2_1c65_1e98_df25);
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let mut eight = [0; 8];
+        eight.copy_from_slice(chunk);
+        h = (h ^ (u64::from_le_bytes(eight) | lower)).wrapping_mul(0xff51_afd7_ed55_8ccd).rotate_left(31);
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        // Gathered in a register: bytes copied to memory and read back as one word stall.
+        let last = rest.iter().rev().fold(0, |eight, &b| eight << 8 | u64::from(b));
+        let mask = u64::MAX >> (8 * (8 - rest.len()));
+        h = (h ^ ((last | lower) & mask)).wrapping_mul(0xff51_afd7_ed55_8ccd).rotate_left(31);
+    }
+    mix(h)
+}
+
+fn mix(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+/// A word's three bits among the 128.
+fn word_bits(hash: u64) -> [u64; 2] {
+    let mut bits = [0; 2];
+    for k in 0..3 {
+        let bit = (hash >> (7 * k)) & 127;
+        bits[(bit >> 6) as usize] |= 1 << (bit & 63);
+    }
+    bits
+}
+
+/// A prefix's one bit among the 128: prefixes ask less of a message than words, which
+/// keeps the filter sparse enough for words.
+fn prefix_bits(hash: u64) -> [u64; 2] {
+    let bit = hash & 127;
+    let mut bits = [0; 2];
+    bits[(bit >> 6) as usize] = 1 << (bit & 63);
+    bits
+}
+
+/// A word's (or prefix's) bit among the 32 of what is there twice, and of what is there
+/// three times.
+fn count_bit(hash: u64) -> u32 {
+    1 << ((hash >> 21) & 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::search::indexed_words;
+
+    fn asks(query: &str) -> Asks {
+        Asks::of(&Query::parse(query).unwrap())
+    }
+
+    #[test]
+    fn a_signature_is_24_bytes() {
+        assert_eq!(std::mem::size_of::<Sign>(), 24, "a million messages keep a million signatures");
+    }
+
+    #[test]
+    fn a_signature_holds_every_indexed_word_in_any_case() {
+        let sign = Sign::of("The quick BROWN fox, DÉJÀ vu \u{212A}elvin");
+        for query in [
+            "quick",
+            "brown",
+            "the fox",
+            "\"brown fox\"",
+            "déjà",
+            "kelvin",
+            "qu*",
+            "quic*",
+            "\"vu kel\"*",
+            "zz*",
+            "qui*",
+        ] {
+            assert!(sign.may_match(&asks(query)), "{query}");
+        }
+        assert!(!Sign::default().may_match(&asks("quick")));
+        assert!(!Sign::default().may_match(&asks("qui*")));
+        assert!(Sign::default().may_match(&asks("qu*")), "a prefix of two characters asks for no bits");
+    }
+
+    #[test]
+    fn words_that_are_not_indexed_are_not_signed() {
+        let long = "x".repeat(MAX_WORD_BYTES + 1);
+        assert_eq!(Sign::of(&long), Sign::default());
+        let many = format!("{} last", "w ".repeat(MAX_WORDS));
+        assert_eq!(Sign::of(&many), Sign::of("w w w"), "\"last\" is not signed");
+    }
+
+    #[test]
+    fn a_signature_bounds_what_a_match_scores() {
+        let once = Sign::of("error in the file");
+        let twice = Sign::of("error in the error file");
+        let thrice = Sign::of("error error error");
+        assert_eq!(once.most(&asks("error")), Some(1));
+        assert_eq!(twice.most(&asks("error")), Some(2));
+        assert_eq!(thrice.most(&asks("error")), None);
+        assert_eq!(twice.most(&asks("error file")), Some(3));
+        assert_eq!(twice.most(&asks("\"error in\"")), Some(2), "a phrase occurs at most as often as its first word");
+        assert_eq!(once.most(&asks("\"error i\"*")), Some(1));
+        assert_eq!(once.most(&asks("erro*")), Some(1));
+        assert_eq!(Sign::of("error errand").most(&asks("erro*")), Some(2), "a prefix may begin several words");
+        assert_eq!(once.most(&asks("err*")), Some(1));
+        assert_eq!(once.most(&asks("er*")), None, "a prefix of two characters bounds nothing");
+    }
+
+    proptest::proptest! {
+        /// No false "no": a message holding a query's words (its score says so) may match
+        /// by its signature, and scores at most what the signature bounds it by.
+        #[test]
+        fn a_signature_never_rules_out_a_match(
+            text in "([a-cA-CéÉ\u{212A}]{1,6}[ ,.]){0,12}",
+            query in "([a-cé]{1,5}\\*?|\"[a-c]{1,2} [a-c]{1,5}\"\\*?)( [a-c]{1,2}){0,2}",
+        ) {
+            let Ok(query) = Query::parse(&query) else { return Ok(()) };
+            let words: Vec<String> = indexed_words(&text).map(|w| w.text).collect();
+            let sign = Sign::of(&text);
+            let asks = Asks::of(&query);
+            if let Some(score) = query.score(&words) {
+                proptest::prop_assert!(sign.may_match(&asks));
+                proptest::prop_assert!(sign.most(&asks).is_none_or(|most| score <= most));
+            }
+        }
+    }
+}
