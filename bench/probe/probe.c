@@ -1,0 +1,269 @@
+/* probe: a minimal, independent LSP client over pipes, to check convo-bench's ratios.
+ * It shares no code with the project: libc only, one request at a time written by hand.
+ *
+ *   probe [--mode seq|pipe|both] [--write one|split] [--read block|spin]
+ *         [-n N] [--warmup N] [--pipe-n N] [--window W] [--quiet] -- CMD ARGS...
+ *
+ * seq:  N sequential session/add_user round trips (after a warm-up); p50/p90/p99/mean.
+ * pipe: N requests with W in flight, one session; requests/s.
+ * --write one:   header and body in one write(2); split: header, then body (as many
+ *                LSP libraries do).
+ * --read spin:   busy-poll a non-blocking pipe instead of sleeping in read(2), to see
+ *                what the wake-up of the client costs.
+ * One JSON line per measurement on stdout.
+ *
+ * Build: cc -O2 -o target/probe bench/probe/probe.c
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int to_child = -1, from_child = -1;
+static int split_writes = 0, spin_reads = 0;
+
+/* The read side: one buffer, frames parsed in place. */
+static char rbuf[1 << 20];
+static size_t rstart = 0, rend = 0;
+
+static void die(const char *why) {
+    fprintf(stderr, "probe: %s\n", why);
+    exit(1);
+}
+
+static uint64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void write_all(const char *p, size_t n) {
+    while (n > 0) {
+        ssize_t k = write(to_child, p, n);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            die("write to the server failed");
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+}
+
+/* One request: its header and body, in one write or two. */
+static void send_body(const char *body, size_t len) {
+    char frame[4096];
+    int h = snprintf(frame, sizeof frame, "Content-Length: %zu\r\n\r\n", len);
+    if (split_writes) {
+        write_all(frame, (size_t)h);
+        write_all(body, len);
+    } else {
+        if ((size_t)h + len > sizeof frame) die("request too large");
+        memcpy(frame + h, body, len);
+        write_all(frame, (size_t)h + len);
+    }
+}
+
+/* Reads more bytes into rbuf; blocks (or spins) until some arrive. */
+static void fill(void) {
+    if (rstart == rend) rstart = rend = 0;
+    if (rend == sizeof rbuf) { /* compact: keep the partial frame */
+        memmove(rbuf, rbuf + rstart, rend - rstart);
+        rend -= rstart;
+        rstart = 0;
+    }
+    for (;;) {
+        ssize_t k = read(from_child, rbuf + rend, sizeof rbuf - rend);
+        if (k > 0) { rend += (size_t)k; return; }
+        if (k == 0) die("the server closed its output");
+        if (errno == EINTR || errno == EAGAIN) continue; /* EAGAIN: spinning */
+        die("read from the server failed");
+    }
+}
+
+/* The next complete frame in rbuf without reading, or NULL; its body in body and len. */
+static int next_frame(const char **body, size_t *len) {
+    char *head = rbuf + rstart;
+    size_t avail = rend - rstart;
+    char *end = memmem(head, avail, "\r\n\r\n", 4);
+    if (!end) return 0;
+    char *cl = memmem(head, (size_t)(end - head), "Content-Length:", 15);
+    if (!cl) die("a reply without Content-Length");
+    size_t n = strtoul(cl + 15, NULL, 10);
+    size_t hdr = (size_t)(end + 4 - head);
+    if (avail < hdr + n) {
+        if (hdr + n > sizeof rbuf) die("reply too large");
+        return 0;
+    }
+    *body = head + hdr;
+    *len = n;
+    rstart += hdr + n;
+    return 1;
+}
+
+/* A reply (a frame with an "id"); notifications are skipped. */
+static int is_reply(const char *body, size_t len) {
+    return memmem(body, len, "\"id\"", 4) != NULL;
+}
+
+/* Blocks until the next reply; checks it is a success when `check` names the call. */
+static void recv_reply(const char *check) {
+    const char *body;
+    size_t len;
+    for (;;) {
+        while (next_frame(&body, &len)) {
+            if (!is_reply(body, len)) continue;
+            if (check && !memmem(body, len, "\"result\"", 8)) {
+                fprintf(stderr, "probe: %s did not succeed: %.*s\n", check, (int)len, body);
+                exit(1);
+            }
+            return;
+        }
+        fill();
+    }
+}
+
+static int add_user(char *out, size_t cap, long id) {
+    return snprintf(out, cap,
+                    "{\"jsonrpc\":\"2.0\",\"id\":%ld,\"method\":\"session/add_user\",\"params\":"
+                    "{\"session_id\":\"probe\",\"text\":\"hello there, this is a short user message\"}}",
+                    id);
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static long next_id = 1;
+
+static void seq(long n, long warmup, const char *wmode, const char *rmode) {
+    char body[512];
+    uint64_t *lat = malloc(sizeof *lat * (size_t)n);
+    if (!lat) die("out of memory");
+    for (long i = 0; i < warmup + n; i++) {
+        int len = add_user(body, sizeof body, next_id++);
+        uint64_t t0 = now_ns();
+        send_body(body, (size_t)len);
+        /* The very first add_user must succeed, or every figure is of an error path. */
+        recv_reply(i == 0 ? "session/add_user" : NULL);
+        uint64_t t1 = now_ns();
+        if (i >= warmup) lat[i - warmup] = t1 - t0;
+    }
+    qsort(lat, (size_t)n, sizeof *lat, cmp_u64);
+    double sum = 0;
+    for (long i = 0; i < n; i++) sum += (double)lat[i];
+    printf("{\"mode\":\"seq\",\"write\":\"%s\",\"read\":\"%s\",\"n\":%ld,\"p50_us\":%.2f,\"p90_us\":%.2f,"
+           "\"p99_us\":%.2f,\"mean_us\":%.2f}\n",
+           wmode, rmode, n, lat[n / 2] / 1e3, lat[n * 90 / 100] / 1e3, lat[n * 99 / 100] / 1e3, sum / n / 1e3);
+    fflush(stdout);
+    free(lat);
+}
+
+static void pipe_rate(long n, long window, const char *wmode, const char *rmode) {
+    char body[512];
+    long sent = 0, received = 0;
+    uint64_t t0 = now_ns();
+    while (received < n) {
+        while (sent < n && sent - received < window) {
+            int len = add_user(body, sizeof body, next_id++);
+            send_body(body, (size_t)len);
+            sent++;
+        }
+        /* Count every complete reply already read, then read once more. */
+        const char *b;
+        size_t len;
+        int any = 0;
+        while (next_frame(&b, &len))
+            if (is_reply(b, len)) { received++; any = 1; }
+        if (!any && received < n) fill();
+    }
+    double s = (now_ns() - t0) / 1e9;
+    printf("{\"mode\":\"pipe\",\"write\":\"%s\",\"read\":\"%s\",\"n\":%ld,\"window\":%ld,\"req_per_s\":%.0f}\n",
+           wmode, rmode, n, window, n / s);
+    fflush(stdout);
+}
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: probe [--mode seq|pipe|both] [--write one|split] [--read block|spin] [-n N] [--warmup N]\n"
+            "             [--pipe-n N] [--window W] [--quiet] -- CMD ARGS...\n");
+    exit(2);
+}
+
+int main(int argc, char **argv) {
+    const char *mode = "both", *wmode = "one", *rmode = "block";
+    long n = 20000, warmup = 2000, pipe_n = 100000, window = 64;
+    int quiet = 0, i = 1;
+    for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
+        if (!v) usage();
+        if (!strcmp(a, "--mode")) mode = v;
+        else if (!strcmp(a, "--write")) wmode = v;
+        else if (!strcmp(a, "--read")) rmode = v;
+        else if (!strcmp(a, "-n")) n = atol(v);
+        else if (!strcmp(a, "--warmup")) warmup = atol(v);
+        else if (!strcmp(a, "--pipe-n")) pipe_n = atol(v);
+        else if (!strcmp(a, "--window")) window = atol(v);
+        else usage();
+        i++;
+    }
+    if (i + 1 >= argc || n <= 0 || window <= 0) usage();
+    if (strcmp(wmode, "one") && strcmp(wmode, "split")) usage();
+    if (strcmp(rmode, "block") && strcmp(rmode, "spin")) usage();
+    if (strcmp(mode, "seq") && strcmp(mode, "pipe") && strcmp(mode, "both")) usage();
+    split_writes = !strcmp(wmode, "split");
+    spin_reads = !strcmp(rmode, "spin");
+    char **cmd = argv + i + 1;
+
+    signal(SIGPIPE, SIG_IGN); /* a server that dies shows as a failed write */
+    int in[2], out[2];
+    if (pipe(in) || pipe(out)) die("pipe failed");
+    pid_t pid = fork();
+    if (pid < 0) die("fork failed");
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        if (quiet) {
+            int null = open("/dev/null", O_WRONLY);
+            if (null >= 0) dup2(null, 2);
+        }
+        close(in[0]); close(in[1]); close(out[0]); close(out[1]);
+        execvp(cmd[0], cmd);
+        perror("probe: exec");
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    to_child = in[1];
+    from_child = out[0];
+    if (spin_reads) fcntl(from_child, F_SETFL, fcntl(from_child, F_GETFL) | O_NONBLOCK);
+
+    static const char init[] = "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{}}";
+    send_body(init, sizeof init - 1);
+    recv_reply("initialize");
+    char body[256];
+    int len = snprintf(body, sizeof body,
+                       "{\"jsonrpc\":\"2.0\",\"id\":%ld,\"method\":\"session/create\",\"params\":{\"session_id\":\"probe\"}}",
+                       next_id++);
+    send_body(body, (size_t)len);
+    recv_reply("session/create");
+
+    if (strcmp(mode, "pipe")) seq(n, warmup, wmode, rmode);
+    if (strcmp(mode, "seq")) pipe_rate(pipe_n, window, wmode, rmode);
+
+    static const char exit_[] = "{\"jsonrpc\":\"2.0\",\"method\":\"exit\"}";
+    send_body(exit_, sizeof exit_ - 1);
+    close(to_child);
+    close(from_child); /* nothing more is read; a late write gets EPIPE, not a hang */
+    int status;
+    waitpid(pid, &status, 0);
+    return 0;
+}
