@@ -13,7 +13,7 @@ use imbl::shared_ptr::DefaultSharedPtr;
 use imbl::vector::Focus;
 
 use super::history::Stored;
-use super::sign::{Asks, Sign};
+use super::sign::{Asks, MOST_A_TERM, Sign};
 use crate::error::{Error, Result};
 use crate::session::search::{Query, message_text};
 use crate::store::Found;
@@ -34,10 +34,10 @@ pub fn scan(mut histories: Vec<Searched>, query: &Query, offset: u64, limit: u64
     let mut scores = Scores::new();
     // Hits scored: (score, place), a place being (history, index).
     let mut scored: Vec<(u64, Reverse<(usize, usize)>)> = Vec::new();
-    // Places that may match by the most they may score (one occurrence a term, or two:
-    // `least..=2 * least`), each in order.
+    // Places that may match by the most they may score (from one occurrence a term to
+    // `MOST_A_TERM`: `least..=MOST_A_TERM * least`), each in order.
     let least = query.terms.len() as u64;
-    let mut waiting: Vec<Vec<(usize, usize)>> = vec![Vec::new(); query.terms.len() + 1];
+    let mut waiting: Vec<Vec<(usize, usize)>> = vec![Vec::new(); ((MOST_A_TERM - 1) * least + 1) as usize];
     for (h, (_, (messages, signs))) in histories.iter().enumerate() {
         let mut focus = messages.focus();
         let mut index = 0;
@@ -46,7 +46,8 @@ pub fn scan(mut histories: Vec<Searched>, query: &Query, offset: u64, limit: u64
                 if sign.may_match(&asks) {
                     match sign.most(&asks) {
                         Some(most) => {
-                            let by = waiting.get_mut((most - least) as usize).ok_or_else(|| bound(most))?;
+                            let above = most.checked_sub(least).and_then(|above| usize::try_from(above).ok());
+                            let by = above.and_then(|above| waiting.get_mut(above)).ok_or_else(|| bound(most))?;
                             by.push((h, index));
                         }
                         None => {

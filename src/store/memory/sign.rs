@@ -2,11 +2,11 @@
 //! message's indexed words (`session::search`), kept beside the message, 24 bytes. It
 //! answers two questions with no false "no": may the message hold these words (a Bloom
 //! filter of its words and of their first `PREFIX` characters, for prefix terms), and how
-//! often at most may it hold this word, or words of this prefix (two more filters, of
-//! what is there twice and three times). A scan of a million signatures is a walk over
-//! 24 MB, where reading the messages themselves is a cache miss each; and a message's
-//! score is bounded without reading it, so that a page of hits reads few messages beyond
-//! those it shows (`scan`).
+//! often at most may it hold this word, or words of this prefix (21 small counters, each
+//! the count of the most frequent word hashed to it). A scan of a million signatures is a
+//! walk over 24 MB, where reading the messages themselves is a cache miss each; and a
+//! message's score is bounded without reading it, so that a page of hits reads few
+//! messages beyond those it shows (`scan`).
 
 use crate::session::search::{MAX_WORD_BYTES, MAX_WORDS, Query};
 
@@ -14,14 +14,14 @@ use crate::session::search::{MAX_WORD_BYTES, MAX_WORDS, Query};
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub struct Sign {
     words: [u64; 2],
-    /// Bits of what is there at least twice, and at least three times.
-    twice: u32,
-    thrice: u32,
+    /// `SLOTS` counters of 3 bits: each the times the most frequent word (or prefix)
+    /// hashed to it is there, `MANY` meaning that many or more.
+    counts: u64,
 }
 
 /// What a query asks of a signature: the word bits every match has, and for each term
-/// the bit of what bounds its count (its first word, or its prefix; `None` when nothing
-/// does: a prefix shorter than `PREFIX`).
+/// the counter of what bounds its count (its first word, or its prefix; `None` when
+/// nothing does: a prefix shorter than `PREFIX`).
 #[derive(Clone, Debug)]
 pub struct Asks {
     words: [u64; 2],
@@ -72,34 +72,35 @@ impl Sign {
                 add(hashes_of(&lower), end - start);
             }
         }
-        // What is there more than once, counted exactly: a word's bits all set by others
-        // would say "twice" of most words of a long message. A few are compared with
-        // those before them that may be the same (`present`, by six bits of the hash);
-        // many are sorted.
-        let mut count = |hash: u64, times: usize| {
-            if times >= 2 {
-                sign.twice |= count_bit(hash);
-            }
-            if times >= 3 {
-                sign.thrice |= count_bit(hash);
-            }
-        };
+        // How often each is there, counted exactly. A few are compared with those before
+        // them that may be the same (`present`, by six bits of the hash); many are sorted.
         if seen.len() <= 64 {
             let mut present = 0_u64;
             for (i, &hash) in seen.iter().enumerate() {
-                let slot = 1 << (hash >> 58);
-                if present & slot != 0 {
-                    count(hash, 1 + seen[..i].iter().filter(|&&before| before == hash).count());
-                }
-                present |= slot;
+                let bit = 1 << (hash >> 58);
+                let before = match present & bit {
+                    0 => 0,
+                    _ => seen[..i].iter().filter(|&&before| before == hash).count(),
+                };
+                sign.count(hash, before + 1);
+                present |= bit;
             }
         } else {
             seen.sort_unstable();
             for run in seen.chunk_by(|a, b| a == b) {
-                count(run[0], run.len());
+                sign.count(run[0], run.len());
             }
         }
         sign
+    }
+
+    /// Raises the counter `hash` falls to to `times`, if it is lower.
+    fn count(&mut self, hash: u64, times: usize) {
+        let shift = counter(hash);
+        let times = (times as u64).min(MANY);
+        if times > (self.counts >> shift) & MANY {
+            self.counts = self.counts & !(MANY << shift) | times << shift;
+        }
     }
 
     fn set(&mut self, bits: &[u64; 2]) {
@@ -112,16 +113,13 @@ impl Sign {
         self.words[0] & asks.words[0] == asks.words[0] && self.words[1] & asks.words[1] == asks.words[1]
     }
 
-    /// The most a match may score (`Query::score`): one occurrence a term whose bound
-    /// is not there twice, two where it is not there three times; `None`, no bound.
+    /// The most a match may score (`Query::score`): for each term, its counter (at least
+    /// one: a match holds each term); `None` when a counter says `MANY`, or a term has no
+    /// bound. At most `MOST_A_TERM` a term.
     pub fn most(&self, asks: &Asks) -> Option<u64> {
-        asks.terms.iter().try_fold(0, |most, bit| {
-            let bit = (*bit)?;
-            match (self.twice & bit != 0, self.thrice & bit != 0) {
-                (_, true) => None,
-                (true, false) => Some(most + 2),
-                (false, false) => Some(most + 1),
-            }
+        asks.terms.iter().try_fold(0, |most, shift| match (self.counts >> (*shift)?) & MANY {
+            MANY => None,
+            times => Some(most + times.max(1)),
         })
     }
 }
@@ -152,7 +150,7 @@ impl Asks {
                 asks.words[0] |= bits[0];
                 asks.words[1] |= bits[1];
             }
-            asks.terms.push(hashes[0].map(count_bit));
+            asks.terms.push(hashes[0].map(counter));
         }
         asks
     }
@@ -239,10 +237,17 @@ fn prefix_bits(hash: u64) -> [u64; 2] {
     bits
 }
 
-/// A word's (or prefix's) bit among the 32 of what is there twice, and of what is there
-/// three times.
-fn count_bit(hash: u64) -> u32 {
-    1 << ((hash >> 21) & 31)
+/// How many counters a signature holds, of 3 bits each.
+const SLOTS: u64 = 21;
+/// A counter's highest value: that many times or more.
+const MANY: u64 = 7;
+/// The most `Sign::most` gives a term.
+pub const MOST_A_TERM: u64 = MANY - 1;
+
+/// Where a word's (or prefix's) counter lies: its shift.
+fn counter(hash: u64) -> u32 {
+    // The high half of the hash scaled to `0..SLOTS` (a multiplication: no division).
+    (((hash >> 32) * SLOTS) >> 32) as u32 * 3
 }
 
 #[cfg(test)]
@@ -287,7 +292,7 @@ mod tests {
         let long = "x".repeat(MAX_WORD_BYTES + 1);
         assert_eq!(Sign::of(&long), Sign::default());
         let many = format!("{} last", "w ".repeat(MAX_WORDS));
-        assert_eq!(Sign::of(&many), Sign::of("w w w"), "\"last\" is not signed");
+        assert_eq!(Sign::of(&many), Sign::of(&"w ".repeat(MAX_WORDS)), "\"last\" is not signed");
     }
 
     #[test]
@@ -295,9 +300,12 @@ mod tests {
         let once = Sign::of("error in the file");
         let twice = Sign::of("error in the error file");
         let thrice = Sign::of("error error error");
+        let many = Sign::of(&"error ".repeat(7));
         assert_eq!(once.most(&asks("error")), Some(1));
         assert_eq!(twice.most(&asks("error")), Some(2));
-        assert_eq!(thrice.most(&asks("error")), None);
+        assert_eq!(thrice.most(&asks("error")), Some(3));
+        assert_eq!(Sign::of(&"error ".repeat(6)).most(&asks("error")), Some(MOST_A_TERM));
+        assert_eq!(many.most(&asks("error")), None, "seven times or more bounds nothing");
         assert_eq!(twice.most(&asks("error file")), Some(3));
         assert_eq!(twice.most(&asks("\"error in\"")), Some(2), "a phrase occurs at most as often as its first word");
         assert_eq!(once.most(&asks("\"error i\"*")), Some(1));
