@@ -250,7 +250,9 @@ impl Query {
         if !text.is_ascii() {
             return self.score(&indexed_words(text).map(|w| w.text).collect::<Vec<_>>());
         }
-        let words = ascii_indexed_words(text.as_bytes());
+        // Sized for words of five letters: `collect` would start from none and grow.
+        let mut words = Vec::with_capacity(text.len() / 6 + 1);
+        words.extend(ascii_indexed_words(text.as_bytes()));
         self.score_by(words.len(), |at, word, prefix| {
             let word = word.as_bytes();
             let text = words[at];
@@ -308,27 +310,9 @@ impl Term {
     }
 }
 
-/// `indexed_words` of an ASCII text, as they are written.
-fn ascii_indexed_words(text: &[u8]) -> Vec<&[u8]> {
-    let mut words = Vec::with_capacity(text.len() / 6 + 1);
-    let mut start = None;
-    for (at, b) in text.iter().enumerate() {
-        match (b.is_ascii_alphanumeric(), start) {
-            (true, None) => start = Some(at),
-            (false, Some(from)) => {
-                if at - from <= MAX_WORD_BYTES {
-                    words.push(&text[from..at]);
-                }
-                start = None;
-            }
-            _ => {}
-        }
-    }
-    if let Some(from) = start.filter(|from| text.len() - from <= MAX_WORD_BYTES) {
-        words.push(&text[from..]);
-    }
-    words.truncate(MAX_WORDS);
-    words
+/// `indexed_words` of an ASCII text, as they are written (not lowercased).
+pub fn ascii_indexed_words(text: &[u8]) -> impl Iterator<Item = &[u8]> {
+    text.split(|b| !b.is_ascii_alphanumeric()).filter(|w| !w.is_empty() && w.len() <= MAX_WORD_BYTES).take(MAX_WORDS)
 }
 
 /// Whether `text` (ASCII), lowercased, holds `word` (lowercase): `word`'s first byte

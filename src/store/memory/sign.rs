@@ -8,7 +8,7 @@
 //! message's score is bounded without reading it, so that a page of hits reads few
 //! messages beyond those it shows (`scan`).
 
-use crate::session::search::{MAX_WORD_BYTES, MAX_WORDS, Query};
+use crate::session::search::{Query, ascii_indexed_words, indexed_words};
 
 /// A message's signature (see the module header).
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
@@ -34,43 +34,19 @@ impl Sign {
     pub fn of(text: &str) -> Sign {
         // Each indexed word's hash, then its prefix's (if it has one).
         let mut seen: Vec<u64> = Vec::with_capacity(text.len() / 3);
-        let mut taken = 0;
         let mut sign = Sign::default();
-        let mut add = |(word, prefix): (u64, Option<u64>), bytes: usize| {
-            if bytes > MAX_WORD_BYTES || taken == MAX_WORDS {
-                return;
-            }
-            taken += 1;
-            sign.set(&word_bits(word));
+        let mut add = |(word, prefix): (u64, Option<u64>)| {
+            or(&mut sign.words, word_bits(word));
             seen.push(word);
             if let Some(prefix) = prefix {
-                sign.set(&prefix_bits(prefix));
+                or(&mut sign.words, prefix_bits(prefix));
                 seen.push(prefix);
             }
         };
         if text.is_ascii() {
-            for word in text.as_bytes().split(|b| !b.is_ascii_alphanumeric()).filter(|w| !w.is_empty()) {
-                add(ascii_hashes(word), word.len());
-            }
+            ascii_indexed_words(text.as_bytes()).for_each(|word| add(ascii_hashes(word)));
         } else {
-            let mut chars = text.char_indices().peekable();
-            while let Some((start, c)) = chars.next() {
-                if !c.is_alphanumeric() {
-                    continue;
-                }
-                let mut end = start + c.len_utf8();
-                let mut lower = String::new();
-                lower.extend(c.to_lowercase());
-                while let Some(&(i, c)) = chars.peek() {
-                    if !c.is_alphanumeric() {
-                        break;
-                    }
-                    lower.extend(c.to_lowercase());
-                    end = i + c.len_utf8();
-                    chars.next();
-                }
-                add(hashes_of(&lower), end - start);
-            }
+            indexed_words(text).for_each(|word| add(hashes_of(&word.text)));
         }
         // How often each is there, counted exactly. A few are compared with those before
         // them that may be the same (`present`, by six bits of the hash); many are sorted.
@@ -101,11 +77,6 @@ impl Sign {
         if times > (self.counts >> shift) & MANY {
             self.counts = self.counts & !(MANY << shift) | times << shift;
         }
-    }
-
-    fn set(&mut self, bits: &[u64; 2]) {
-        self.words[0] |= bits[0];
-        self.words[1] |= bits[1];
     }
 
     /// Whether the message may match a query that asks `asks`.
@@ -147,8 +118,7 @@ impl Asks {
                     Some(hash) => word_bits(*hash),
                     None => [0; 2],
                 };
-                asks.words[0] |= bits[0];
-                asks.words[1] |= bits[1];
+                or(&mut asks.words, bits);
             }
             asks.terms.push(hashes[0].map(counter));
         }
@@ -218,6 +188,11 @@ fn mix(mut h: u64) -> u64 {
     h ^ (h >> 33)
 }
 
+fn or(words: &mut [u64; 2], bits: [u64; 2]) {
+    words[0] |= bits[0];
+    words[1] |= bits[1];
+}
+
 /// A word's three bits among the 128.
 fn word_bits(hash: u64) -> [u64; 2] {
     let mut bits = [0; 2];
@@ -253,7 +228,7 @@ fn counter(hash: u64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::search::indexed_words;
+    use crate::session::search::{MAX_WORD_BYTES, MAX_WORDS};
 
     fn asks(query: &str) -> Asks {
         Asks::of(&Query::parse(query).unwrap())

@@ -7,10 +7,11 @@
 //! `store::queued::signal`, as SQLite's does), and those queued back to back go as one
 //! run in one savepoint, every row of them in one round trip (`edits::append_run`), as
 //! creates and updates queued back to back go as one in a few (`edits::create_run`,
-//! `edits::update_run`); a run that fails is rolled back and its jobs applied one by one. A job's reply is sent only after its
-//! transaction committed; if the commit fails, every job in it fails with 1006. A
-//! transaction in which the server said it will not take writes (25006 on a standby:
-//! `errors::refuses_writes`) ends its connection, closed instead of returned to the pool.
+//! `edits::update_run`); a run that fails is rolled back and its jobs applied one by one.
+//! A job's reply is sent only after its transaction committed; if the commit fails, every
+//! job in it fails with 1006. A transaction in which the server said it will not take
+//! writes (25006 on a standby: `errors::refuses_writes`) ends its connection, closed
+//! instead of returned to the pool.
 //!
 //! Jobs take row locks (`SELECT … FOR UPDATE` on the sessions they change) rather than
 //! running SERIALIZABLE: writers of different sessions never wait for each other, writers
