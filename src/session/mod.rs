@@ -25,4 +25,4 @@ pub use message::{
     new_message_id, role_name,
 };
 pub use rules::{Audit, Repaired, Tail, compaction_message, plan_append, plan_import, rewind_keeps, turns_cut};
-pub use stamp::{canonical, now, param as stamp_param};
+pub use stamp::{at_micros, canonical, micros_of, now, param as stamp_param, push_at_micros};

@@ -24,6 +24,37 @@ pub fn now() -> String {
 /// day are written once a second and kept, per thread, and only the microseconds at
 /// each call.
 pub fn at_micros(micros: i64) -> String {
+    text(&stamp(micros))
+}
+
+/// `at_micros` into `out`, without a `String` of its own.
+pub fn push_at_micros(out: &mut String, micros: i64) {
+    // ASCII digits and separators only, so always UTF-8.
+    out.push_str(std::str::from_utf8(&stamp(micros)).unwrap_or_default());
+}
+
+/// The microseconds since the Unix epoch of `canonical`, a stamp in the canonical form;
+/// `None` for any other text. `at_micros` gives back exactly the text read.
+pub fn micros_of(canonical: &str) -> Option<i64> {
+    let b = canonical.as_bytes();
+    let separators = [(4, b'-'), (7, b'-'), (10, b'T'), (13, b':'), (16, b':'), (19, b'.'), (26, b'Z')];
+    if b.len() != 27 || separators.iter().any(|&(at, c)| b[at] != c) {
+        return None;
+    }
+    let number = |at: usize, width: usize| {
+        b[at..at + width].iter().try_fold(0u32, |n, &c| c.is_ascii_digit().then(|| n * 10 + u32::from(c - b'0')))
+    };
+    let month = time::Month::try_from(u8::try_from(number(5, 2)?).ok()?).ok()?;
+    let date = time::Date::from_calendar_date(number(0, 4)? as i32, month, number(8, 2)? as u8).ok()?;
+    let clock =
+        time::Time::from_hms_micro(number(11, 2)? as u8, number(14, 2)? as u8, number(17, 2)? as u8, number(20, 6)?)
+            .ok()?;
+    let t = time::PrimitiveDateTime::new(date, clock).assume_utc();
+    let micros = t.unix_timestamp().checked_mul(1_000_000)?.checked_add(i64::from(t.microsecond()))?;
+    (stamp(micros) == *b).then_some(micros)
+}
+
+fn stamp(micros: i64) -> [u8; 27] {
     thread_local! {
         static SECOND: Cell<(i64, [u8; 27])> = const { Cell::new((i64::MIN, [0; 27])) };
     }
@@ -37,7 +68,7 @@ pub fn at_micros(micros: i64) -> String {
         }
     });
     put_digits(&mut out[20..26], micro as u32);
-    text(&out)
+    out
 }
 
 /// Checks an RFC 3339 time stamp and returns it in the canonical form, or says what is
@@ -156,6 +187,38 @@ mod tests {
             assert_eq!(at_micros(micros), whole(micros), "{micros}");
         }
         assert_eq!(at_micros(-1), "1969-12-31T23:59:59.999999Z");
+    }
+
+    #[test]
+    fn canonical_stamps_read_back_to_their_microseconds() {
+        let at = 1_733_300_000_000_000;
+        for micros in [at, at + 999_999, 0, -1, -1_000_001, -62_167_219_200_000_000, 253_402_300_799_999_999] {
+            let text = at_micros(micros);
+            assert_eq!(micros_of(&text), Some(micros), "{text}");
+            let mut pushed = String::from(">");
+            push_at_micros(&mut pushed, micros);
+            assert_eq!(pushed, format!(">{text}"));
+        }
+        assert_eq!(micros_of("0000-01-01T00:00:00.000000Z"), Some(-62_167_219_200_000_000));
+        // Anything but the canonical form: other widths, offsets, separators, calendars.
+        for other in [
+            "2024-01-01T10:00:00Z",
+            "2024-01-01T10:00:00.00000Z",
+            "2024-01-01T10:00:00.0000000Z",
+            "2024-01-01t10:00:00.000000Z",
+            "2024-01-01 10:00:00.000000Z",
+            "2024-01-01T10:00:00.000000z",
+            "2024-02-30T10:00:00.000000Z",
+            "2024-13-01T10:00:00.000000Z",
+            "2024-01-01T24:00:00.000000Z",
+            "2024-01-01T10:00:60.000000Z",
+            "2024-01-01T10:0a:00.000000Z",
+            "+024-01-01T10:00:00.000000Z",
+            "2024-01-01T10:00:00.00000+Z",
+            "",
+        ] {
+            assert_eq!(micros_of(other), None, "{other}");
+        }
     }
 
     #[test]
