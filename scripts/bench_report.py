@@ -64,14 +64,25 @@ def cell(values):
 
 
 def load_probe(path):
-    """scripts/probe's measurements (one JSON line each), by (placement, how a request is
-    written)."""
-    probe = defaultdict(list)
+    """scripts/probe's measurements (one JSON line each): the round trips by (placement,
+    how a request is written), and the histories by run, then server."""
+    probe, histories = defaultdict(list), defaultdict(dict)
     if path and os.path.exists(path):
         for line in open(path):
             record = json.loads(line)
-            probe[(record["place"], record["write"])].append(record)
-    return probe
+            if record.get("kind") == "history":
+                histories[record["run"]][record["server"]] = record
+            else:
+                probe[(record["place"], record["write"])].append(record)
+    return probe, histories
+
+
+def history_ratios(histories, server):
+    """Each run's MB/s of reply, `server` ÷ the seed; and the seed's time ÷ the server's
+    for the same 10,000 messages."""
+    runs = [h for h in histories.values() if server in h and "seed" in h]
+    return ([h[server]["mb_per_s"] / h["seed"]["mb_per_s"] for h in runs],
+            [h["seed"]["ms"] / h[server]["ms"] for h in runs])
 
 
 PLACES = {"same": "one vCPU", "cross": "two vCPUs", "none": "unpinned"}
@@ -79,6 +90,7 @@ WRITES = {"one": "one write", "split": "header then body"}
 
 
 def span(values, digits=2):
+    """min–max of `values`, written once when they are one."""
     lo, hi = min(values), max(values)
     return f"{lo:.{digits}f}" if lo == hi else f"{lo:.{digits}f}–{hi:.{digits}f}"
 
@@ -90,7 +102,7 @@ def probe_ratios(records):
     return seq, pipe
 
 
-def probe_section(probe):
+def probe_section(probe, histories):
     out = ["## The independent client\n"]
     out.append(
         "`scripts/probe` drives the echo and convo (memory store) with `bench/probe/probe.c`, a "
@@ -110,7 +122,30 @@ def probe_section(probe):
         convo = [r["convo_seq_p50_us"] for r in records]
         name = f"{PLACES.get(place, place)}, {WRITES.get(write, write)}"
         out.append(f"| {name} | {span(echo)} | {span(convo)} | {span(seq)}× | {span(pipe)}× |")
-    if not all(r.get("quiet", True) for records in probe.values() for r in records):
+    if histories:
+        out.append("")
+        out.append(
+            "`session/history` of a session of 10,000 user messages of 1,024 bytes, read whole seven "
+            "times (the median), through the same client (`probe --mode history`), unpinned: a "
+            "reply of 12 MB is read while it is written, as a host does. The seed is pycodeloop's "
+            "`Session` behind python-lsp-jsonrpc (`bench/baselines/pycodeloop_server.py`). MB/s "
+            "is of each server's own reply, the measure the issue states its targets in; convo's "
+            "reply holds more of each message (its id and time stamp) than the seed's, so the "
+            "ratio of times for the same 10,000 messages is given beside it. Each run measures "
+            "the seed, then memory, then SQLite:\n"
+        )
+        out.append("| run | seed MB/s (ms) | memory MB/s (ms) | SQLite MB/s (ms) | memory ÷ seed, MB/s (time) | SQLite ÷ seed, MB/s (time) |")
+        out.append("|---|---|---|---|---|---|")
+        for run in sorted(histories):
+            h = histories[run]
+            if not all(k in h for k in ("seed", "memory", "sqlite")):
+                continue
+            cell = lambda k: f"{h[k]['mb_per_s']:,.0f} ({h[k]['ms']:.1f})"
+            ratio = lambda k: f"{h[k]['mb_per_s'] / h['seed']['mb_per_s']:.2f}× ({h['seed']['ms'] / h[k]['ms']:.2f}×)"
+            out.append(f"| {run} | {cell('seed')} | {cell('memory')} | {cell('sqlite')} | {ratio('memory')} | {ratio('sqlite')} |")
+    quiet = [r.get("quiet", True) for records in probe.values() for r in records]
+    quiet += [r.get("quiet", True) for h in histories.values() for r in h.values()]
+    if not all(quiet):
         out.append("\nSome runs were measured on a busy machine (see scripts/probe's output).")
     out.append("")
     return out
@@ -118,7 +153,7 @@ def probe_section(probe):
 
 def main(path, probe_path=None):
     runs = load(path)
-    probe = load_probe(probe_path)
+    probe, histories = load_probe(probe_path)
     labels = [l for l in ORDER if l in runs] + sorted(l for l in runs if l not in ORDER)
     metrics = []
     for label in labels:
@@ -143,7 +178,10 @@ def main(path, probe_path=None):
         "`Session` behind python-lsp-jsonrpc, serializing each message's own attribute dict "
         "(no `dataclasses.asdict`, which deep-copies); *node arrays* is arrays behind vscode-jsonrpc 10. "
         "Pipelined figures keep 64 requests in flight: `pipelined_add_user_per_s` spread over 8 sessions, "
-        "`pipelined_one_session_add_user_per_s` all on one session.\n"
+        "`pipelined_one_session_add_user_per_s` all on one session. Issue 47's round-trip and "
+        "history ratios are judged from an independent client instead (`bench/probe/probe.c`, a "
+        "minimal LSP client in C that shares no code with `convo-bench`; section *The independent "
+        "client*).\n"
     )
     out.append("| figure | " + " | ".join(labels) + " |")
     out.append("|---|" + "---|" * len(labels))
@@ -179,7 +217,7 @@ def main(path, probe_path=None):
     one = med(convo, "pipelined_one_session_add_user_per_s")
     # Issue 47's round-trip ratios, from the independent client when it ran (every run
     # must hold), else from convo-bench.
-    for place in ("same", "cross") if probe else ():
+    for place in ("same", "cross"):
         if (place, "one") in probe:
             seq, pipe = probe_ratios(probe[(place, "one")])
             where = f"{PLACES[place]}, independent client"
@@ -203,11 +241,18 @@ def main(path, probe_path=None):
         v = med(label, "spawn_to_initialize_ms")
         if v is not None:
             check(f"{label}: first reply under {limit} ms after spawn", v < limit, f"{v:.2f} ms")
+    # Issue 47's history ratios: from the independent client when it ran (every run must
+    # hold), else from convo-bench's medians.
+    for server, store, least in (("memory", "memory", 6), ("sqlite", "SQLite", 4)):
+        by_rate, by_time = history_ratios(histories, server)
+        if by_rate:
+            check(f"{store}: history of 10,000 × 1 KB at ≥ {least}× the seed, independent client (issue 47)",
+                  min(by_rate) >= least, f"{span(by_rate)}× in MB/s, {span(by_time)}× in time")
     py_hist, c_hist = med("python pycodeloop", "history_10k_x_1kb_mb_per_s"), med(convo, "history_10k_x_1kb_mb_per_s")
-    if py_hist and c_hist:
-        check("history of 10,000 × 1 KB at ≥ 6× Python (issue 47)", c_hist >= 6 * py_hist, f"{c_hist / py_hist:.1f}×")
     s_hist = med("convo sqlite normal", "history_10k_x_1kb_mb_per_s")
-    if py_hist and s_hist:
+    if py_hist and c_hist and not histories:
+        check("history of 10,000 × 1 KB at ≥ 6× Python (issue 47)", c_hist >= 6 * py_hist, f"{c_hist / py_hist:.1f}×")
+    if py_hist and s_hist and not histories:
         check("SQLite: history of 10,000 × 1 KB at ≥ 4× Python (issue 47)", s_hist >= 4 * py_hist, f"{s_hist / py_hist:.1f}×")
     million = med(convo, "peak_rss_with_million_mib")
     if million:
@@ -231,26 +276,28 @@ def main(path, probe_path=None):
                 check(text + " ≥ 0.2× (issue 27)", fleet >= 0.2 * engine, f"{fleet / engine:.2f}×")
             else:
                 out.append(f"- shown: {text} — {fleet / engine:.2f}×")
+    # Issue 47's targets hold in every run, not only in the median: each run's figure.
+    each = lambda label, name: runs[label].get(name, []) if label in runs else []
     for store in ["sqlite", "postgres"]:
         label = f"convo {store}, 100,000 sessions"
-        first, deep = med(label, "list_first_page_ms"), med(label, "list_page_at_depth_ms")
-        if first and deep:
-            check(f"{store}: a list page at depth 100,000 ≤ 2× the first page (issue 47)", deep <= 2 * first, f"{deep:.2f} ms against {first:.2f} ms")
-    creates = med("convo postgres, 100,000 sessions", "creates_minted_per_s")
+        ratios = [d / f for f, d in zip(each(label, "list_first_page_ms"), each(label, "list_page_at_depth_ms"))]
+        if ratios:
+            check(f"{store}: a list page at depth 100,000 ≤ 2× the first page, every run (issue 47)", max(ratios) <= 2, f"{span(ratios)}×")
+    creates = each("convo postgres, 100,000 sessions", "creates_minted_per_s")
     if creates:
-        check("PostgreSQL: creates pipelined ≥ 5,000/s (issue 47)", creates >= 5000, f"{creates:,.0f}/s")
-    # Every query, not only the rare word: the slowest median of them.
+        check("PostgreSQL: creates pipelined ≥ 5,000/s, every run (issue 47)", min(creates) >= 5000, f"{min(creates):,.0f}–{max(creates):,.0f}/s")
+    # Every query, not only the rare word: each run's slowest.
     queries = ["rare_word", "common_word", "two_words", "phrase", "prefix", "first"]
-    searches = {q: med("convo memory, search at depth", f"search_1m_{q}_ms") for q in queries}
-    if all(searches.values()):
-        slowest = max(searches, key=searches.get)
-        check("memory: every search at 1,000,000 messages ≤ 20 ms (issue 47)", searches[slowest] <= 20, f"{searches[slowest]:.1f} ms ({slowest})")
+    searches = [each("convo memory, search at depth", f"search_1m_{q}_ms") for q in queries]
+    if all(searches):
+        slowest = [max(run) for run in zip(*searches)]
+        check("memory: every search at 1,000,000 messages ≤ 20 ms, every run (issue 47)", max(slowest) <= 20, f"the slowest query of each run {span(slowest, 1)} ms")
     rss = med(convo, "rss_per_payload_10k_x_1kb")
     if rss is not None:
         check("memory store RSS at most 2× the payload it holds (10,000 × 1 KB)", rss <= 2, f"{rss:.2f}×")
     out.append("")
-    if probe:
-        out.extend(probe_section(probe))
+    if probe or histories:
+        out.extend(probe_section(probe, histories))
     out.extend(kept_sections())
     print("\n".join(out))
 

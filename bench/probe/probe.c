@@ -1,11 +1,13 @@
 /* probe: a minimal, independent LSP client over pipes, to check convo-bench's ratios.
  * It shares no code with the project: libc only, one request at a time written by hand.
  *
- *   probe [--mode seq|pipe|both] [--write one|split] [--read block|spin]
+ *   probe [--mode seq|pipe|both|history] [--write one|split] [--read block|spin]
  *         [-n N] [--warmup N] [--pipe-n N] [--window W] [--quiet] -- CMD ARGS...
  *
  * seq:  N sequential session/add_user round trips (after a warm-up); p50/p90/p99/mean.
  * pipe: N requests with W in flight, one session; requests/s.
+ * history: a session of 10,000 user messages of 1,024 bytes (appended W in flight),
+ *       then session/history of it whole 7 times; the median's time and MB/s of reply.
  * --write one:   header and body in one write(2); split: header, then body (as many
  *                LSP libraries do).
  * --read spin:   busy-poll a non-blocking pipe instead of sleeping in read(2), to see
@@ -29,9 +31,9 @@
 static int to_child = -1, from_child = -1;
 static int split_writes = 0, spin_reads = 0;
 
-/* The read side: one buffer, frames parsed in place. */
-static char rbuf[1 << 20];
-static size_t rstart = 0, rend = 0;
+/* The read side: one buffer, frames parsed in place; grown for a long reply. */
+static char *rbuf;
+static size_t rcap = 1 << 20, rstart = 0, rend = 0;
 
 static void die(const char *why) {
     fprintf(stderr, "probe: %s\n", why);
@@ -73,13 +75,13 @@ static void send_body(const char *body, size_t len) {
 /* Reads more bytes into rbuf; blocks (or spins) until some arrive. */
 static void fill(void) {
     if (rstart == rend) rstart = rend = 0;
-    if (rend == sizeof rbuf) { /* compact: keep the partial frame */
+    if (rend == rcap) { /* compact: keep the partial frame */
         memmove(rbuf, rbuf + rstart, rend - rstart);
         rend -= rstart;
         rstart = 0;
     }
     for (;;) {
-        ssize_t k = read(from_child, rbuf + rend, sizeof rbuf - rend);
+        ssize_t k = read(from_child, rbuf + rend, rcap - rend);
         if (k > 0) { rend += (size_t)k; return; }
         if (k == 0) die("the server closed its output");
         if (errno == EINTR || errno == EAGAIN) continue; /* EAGAIN: spinning */
@@ -98,7 +100,13 @@ static int next_frame(const char **body, size_t *len) {
     size_t n = strtoul(cl + 15, NULL, 10);
     size_t hdr = (size_t)(end + 4 - head);
     if (avail < hdr + n) {
-        if (hdr + n > sizeof rbuf) die("reply too large");
+        if (hdr + n > rcap) { /* room for the whole frame: a history is megabytes */
+            memmove(rbuf, head, avail);
+            rstart = 0;
+            rend = avail;
+            rcap = hdr + n;
+            if (!(rbuf = realloc(rbuf, rcap))) die("out of memory");
+        }
         return 0;
     }
     *body = head + hdr;
@@ -112,18 +120,19 @@ static int is_reply(const char *body, size_t len) {
     return memmem(body, len, "\"id\"", 4) != NULL;
 }
 
-/* Blocks until the next reply; checks it is a success when `check` names the call. */
-static void recv_reply(const char *check) {
+/* Blocks until the next reply; checks it is a success when `check` names the call.
+ * Returns the length of its body. */
+static size_t recv_reply(const char *check) {
     const char *body;
     size_t len;
     for (;;) {
         while (next_frame(&body, &len)) {
             if (!is_reply(body, len)) continue;
             if (check && !memmem(body, len, "\"result\"", 8)) {
-                fprintf(stderr, "probe: %s did not succeed: %.*s\n", check, (int)len, body);
+                fprintf(stderr, "probe: %s did not succeed: %.*s\n", check, len > 400 ? 400 : (int)len, body);
                 exit(1);
             }
-            return;
+            return len;
         }
         fill();
     }
@@ -190,9 +199,54 @@ static void pipe_rate(long n, long window, const char *wmode, const char *rmode)
     fflush(stdout);
 }
 
+/* History: what a host reading back a long session waits for. The session is built
+ * with the requests pipelined (W in flight), then read whole; only the reads are timed. */
+static void history(long window) {
+    enum { MESSAGES = 10000, SIZE = 1024, READS = 7 };
+    char body[SIZE + 256], text[SIZE + 1];
+    memset(text, 'x', SIZE);
+    text[SIZE] = 0;
+    int len = snprintf(body, sizeof body,
+                       "{\"jsonrpc\":\"2.0\",\"id\":%ld,\"method\":\"session/create\",\"params\":{\"session_id\":\"hist\"}}",
+                       next_id++);
+    send_body(body, (size_t)len);
+    recv_reply("session/create");
+    long sent = 0, received = 0;
+    while (received < MESSAGES) {
+        while (sent < MESSAGES && sent - received < window) {
+            len = snprintf(body, sizeof body,
+                           "{\"jsonrpc\":\"2.0\",\"id\":%ld,\"method\":\"session/add_user\",\"params\":"
+                           "{\"session_id\":\"hist\",\"text\":\"%s\"}}",
+                           next_id++, text);
+            send_body(body, (size_t)len);
+            sent++;
+        }
+        recv_reply(received == 0 ? "session/add_user" : NULL);
+        received++;
+    }
+    uint64_t took[READS];
+    size_t bytes = 0;
+    for (int r = 0; r < READS; r++) {
+        len = snprintf(body, sizeof body,
+                       "{\"jsonrpc\":\"2.0\",\"id\":%ld,\"method\":\"session/history\",\"params\":{\"session_id\":\"hist\"}}",
+                       next_id++);
+        uint64_t t0 = now_ns();
+        send_body(body, (size_t)len);
+        bytes = recv_reply("session/history");
+        took[r] = now_ns() - t0;
+        /* Every message must be there, or the figure is of a shorter reply. */
+        if (bytes < (size_t)MESSAGES * SIZE) die("session/history returned less than the session holds");
+    }
+    qsort(took, READS, sizeof *took, cmp_u64);
+    double ms = took[READS / 2] / 1e6;
+    printf("{\"mode\":\"history\",\"messages\":%d,\"bytes\":%zu,\"ms\":%.3f,\"min_ms\":%.3f,\"mb_per_s\":%.1f}\n",
+           MESSAGES, bytes, ms, took[0] / 1e6, bytes / 1e6 / (ms / 1e3));
+    fflush(stdout);
+}
+
 static void usage(void) {
     fprintf(stderr,
-            "usage: probe [--mode seq|pipe|both] [--write one|split] [--read block|spin] [-n N] [--warmup N]\n"
+            "usage: probe [--mode seq|pipe|both|history] [--write one|split] [--read block|spin] [-n N] [--warmup N]\n"
             "             [--pipe-n N] [--window W] [--quiet] -- CMD ARGS...\n");
     exit(2);
 }
@@ -218,7 +272,8 @@ int main(int argc, char **argv) {
     if (i + 1 >= argc || n <= 0 || window <= 0) usage();
     if (strcmp(wmode, "one") && strcmp(wmode, "split")) usage();
     if (strcmp(rmode, "block") && strcmp(rmode, "spin")) usage();
-    if (strcmp(mode, "seq") && strcmp(mode, "pipe") && strcmp(mode, "both")) usage();
+    if (strcmp(mode, "seq") && strcmp(mode, "pipe") && strcmp(mode, "both") && strcmp(mode, "history")) usage();
+    if (!(rbuf = malloc(rcap))) die("out of memory");
     split_writes = !strcmp(wmode, "split");
     spin_reads = !strcmp(rmode, "spin");
     char **cmd = argv + i + 1;
@@ -249,15 +304,18 @@ int main(int argc, char **argv) {
     static const char init[] = "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{}}";
     send_body(init, sizeof init - 1);
     recv_reply("initialize");
-    char body[256];
-    int len = snprintf(body, sizeof body,
-                       "{\"jsonrpc\":\"2.0\",\"id\":%ld,\"method\":\"session/create\",\"params\":{\"session_id\":\"probe\"}}",
-                       next_id++);
-    send_body(body, (size_t)len);
-    recv_reply("session/create");
-
-    if (strcmp(mode, "pipe")) seq(n, warmup, wmode, rmode);
-    if (strcmp(mode, "seq")) pipe_rate(pipe_n, window, wmode, rmode);
+    if (!strcmp(mode, "history")) {
+        history(window);
+    } else {
+        char body[256];
+        int len = snprintf(body, sizeof body,
+                           "{\"jsonrpc\":\"2.0\",\"id\":%ld,\"method\":\"session/create\",\"params\":{\"session_id\":\"probe\"}}",
+                           next_id++);
+        send_body(body, (size_t)len);
+        recv_reply("session/create");
+        if (strcmp(mode, "pipe")) seq(n, warmup, wmode, rmode);
+        if (strcmp(mode, "seq")) pipe_rate(pipe_n, window, wmode, rmode);
+    }
 
     static const char exit_[] = "{\"jsonrpc\":\"2.0\",\"method\":\"exit\"}";
     send_body(exit_, sizeof exit_ - 1);
