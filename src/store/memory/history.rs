@@ -636,10 +636,12 @@ mod tests {
         assert_eq!(kept.content_text().unwrap(), "text");
 
         // Ids a UUID parser takes that are not written as `mint` writes them, and the
-        // same UUID in other forms, are kept as text; each is found as itself only.
-        let upper = minted.to_uppercase();
-        let simple = minted.replace('-', "");
-        let ids = [minted.as_str(), &upper, &simple, &format!("{{{minted}}}"), "00000000-0000-0000-0000-000000000000"];
+        // same UUID in other forms, are kept as text; each is found as itself only. (A
+        // fixed UUID with letters in it: a minted one may have none to upper-case.)
+        let lower = "0192f0c1-7a3b-7cde-8f01-23456789abcd";
+        let upper = lower.to_uppercase();
+        let simple = lower.replace('-', "");
+        let ids = [lower, &upper, &simple, &format!("{{{lower}}}"), "00000000-0000-0000-0000-000000000000"];
         let messages: Vec<Message> = ids
             .iter()
             .enumerate()
@@ -657,7 +659,7 @@ mod tests {
             assert_eq!(history.index_of(m.id.as_deref().unwrap()), Some(i), "{:?}", m.id);
             assert_eq!(history.id_at(i).unwrap(), m.id);
         }
-        assert_eq!(history.index_of(&minted[..35]), None);
+        assert_eq!(history.index_of(&lower[..35]), None);
         assert_eq!(history.index_of("00000000-0000-0000-0000-000000000001"), None);
 
         // A time stamp not in the canonical form (a message built in a test, say) keeps
@@ -688,6 +690,8 @@ mod tests {
             let full = kept.full().unwrap();
             proptest::prop_assert_eq!(full.get(), serde_json::to_string(&m).unwrap());
             proptest::prop_assert_eq!(kept.id().unwrap(), m.id.clone());
+            proptest::prop_assert_eq!(kept.message().unwrap(), m.clone());
+            proptest::prop_assert_eq!(kept.content_text().unwrap(), content.as_str());
             let (history, _) = History::of(std::slice::from_ref(&m), &Origin::default()).unwrap();
             proptest::prop_assert_eq!(history.index_of(m.id.as_deref().unwrap()), Some(0));
         }
