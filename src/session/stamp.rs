@@ -24,13 +24,12 @@ pub fn now() -> String {
 /// day are written once a second and kept, per thread, and only the microseconds at
 /// each call.
 pub fn at_micros(micros: i64) -> String {
-    text(&stamp(micros))
+    text(&stamp(micros)).to_owned()
 }
 
 /// `at_micros` into `out`, without a `String` of its own.
 pub fn push_at_micros(out: &mut String, micros: i64) {
-    // ASCII digits and separators only, so always UTF-8.
-    out.push_str(std::str::from_utf8(&stamp(micros)).unwrap_or_default());
+    out.push_str(text(&stamp(micros)));
 }
 
 /// The microseconds since the Unix epoch of `canonical`, a stamp in the canonical form;
@@ -131,7 +130,7 @@ fn reason(e: time::error::Parse) -> String {
 /// A time in the canonical form, written digit by digit: `time`'s formatter walks its
 /// format description at each call.
 pub fn canonical(t: OffsetDateTime) -> String {
-    text(&written(t))
+    text(&written(t)).to_owned()
 }
 
 fn written(t: OffsetDateTime) -> [u8; 27] {
@@ -167,9 +166,9 @@ fn put_digits(into: &mut [u8], mut value: u32) {
     }
 }
 
-fn text(stamp: &[u8; 27]) -> String {
+fn text(stamp: &[u8; 27]) -> &str {
     // ASCII digits and separators only, so always UTF-8.
-    std::str::from_utf8(stamp).map(str::to_owned).unwrap_or_default()
+    std::str::from_utf8(stamp).unwrap_or_default()
 }
 
 #[cfg(test)]
