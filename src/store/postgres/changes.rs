@@ -309,21 +309,33 @@ async fn scan(
         Scan::Next => (Some(place.top), place.running.clone(), None),
     };
     let params: [&dyn crate::store::postgres::rows::Param; 3] = [&after, &running, &window];
-    let mut rows = query(db, &scan_sql(IDENTIFY.load(Ordering::Relaxed)), &params).await;
-    if let Err(crate::Error::StorageUnavailable(m)) = &rows
-        && m.ends_with("(42501)")
-        && IDENTIFY.swap(false, Ordering::Relaxed)
-    {
-        tracing::warn!(
-            error = %m,
-            "cannot ask PostgreSQL which server answers (pg_control_system, pg_control_checkpoint); \
-             a new primary is noticed only when change positions go back"
-        );
-        rows = query(db, &scan_sql(false), &params).await;
-    }
-    let rows = match rows {
-        Ok(rows) => rows,
-        Err(e) => return Err((e, place)),
+    let read = async {
+        let rows = query(db, &scan_sql(IDENTIFY.load(Ordering::Relaxed)), &params).await;
+        if let Err(crate::Error::StorageUnavailable(m)) = &rows
+            && m.ends_with("(42501)")
+            && IDENTIFY.swap(false, Ordering::Relaxed)
+        {
+            tracing::warn!(
+                error = %m,
+                "cannot ask PostgreSQL which server answers (pg_control_system, pg_control_checkpoint); \
+                 a new primary is noticed only when change positions go back"
+            );
+            return query(db, &scan_sql(false), &params).await;
+        }
+        rows
+    };
+    // A read that waits on a lock, or in a pooler's queue for a server connection, is
+    // given up after the busy timeout: the feed says so and reads again, instead of
+    // stalling without a word. The connection is closed, not reused.
+    let within = connections.patience().max(POLL * 4);
+    let rows = match tokio::time::timeout(within, read).await {
+        Ok(Ok(rows)) => rows,
+        Ok(Err(e)) => return Err((e, place)),
+        Err(_) => {
+            drop(deadpool_postgres::Object::take(client));
+            let e = format!("the change table was not read within {} ms", within.as_millis());
+            return Err((crate::Error::StorageUnavailable(e), place));
+        }
     };
     let corrupt =
         |e: tokio_postgres::Error| crate::Error::StorageUnavailable(format!("a change row does not parse: {e}"));

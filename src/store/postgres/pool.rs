@@ -43,6 +43,11 @@ impl Connections {
         Connections { pool, backoff: Backoff::default(), shown, patience, pool_max }
     }
 
+    /// How long a request waits for a connection, a lock or the server: the busy timeout.
+    pub fn patience(&self) -> Duration {
+        self.patience
+    }
+
     /// A connection: a free one of the pool, or a new one while the pool is not full;
     /// 1006 at once while the server is unreachable, and after the busy timeout when
     /// none became free or the server kept refusing new ones.
