@@ -11,7 +11,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, Weak};
 
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use crate::error::{Error, Result};
 use crate::lock;
@@ -55,6 +55,30 @@ impl Pool {
         F: FnOnce() -> T + Send + 'static,
     {
         let place = self.places.clone().acquire_owned().await.map_err(|_| self.stopped())?;
+        let done = self.start(place, job)?;
+        self.outcome(done.await)
+    }
+
+    /// Runs `job` beside the caller, a thread outside the runtime (another job of a
+    /// pool), when a place is free now; `None` when none is, and the caller does the
+    /// work itself. The place is held until `job` returns.
+    pub fn try_beside<T, F>(&self, job: F) -> Option<Beside<T>>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        let place = self.places.clone().try_acquire_owned().ok()?;
+        let done = self.start(place, job).ok()?;
+        Some(Beside { pool: self.clone(), done })
+    }
+
+    /// Hands `job` to a worker, which gives back `place` once it is done; what it
+    /// returned (or that it panicked) arrives on the receiver.
+    fn start<T, F>(&self, place: OwnedSemaphorePermit, job: F) -> Result<oneshot::Receiver<std::thread::Result<T>>>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
         let (tx, rx) = oneshot::channel();
         let work: Work = Box::new(move || {
             let result = std::panic::catch_unwind(AssertUnwindSafe(job));
@@ -65,7 +89,11 @@ impl Pool {
         });
         let home = self.worker()?;
         home.clone().send(Job { work, home }).map_err(|_| self.stopped())?;
-        match rx.await {
+        Ok(rx)
+    }
+
+    fn outcome<T>(&self, done: std::result::Result<std::thread::Result<T>, oneshot::error::RecvError>) -> Result<T> {
+        match done {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(_panic)) => Err(Error::Internal(format!("a job of the {} pool panicked", self.name))),
             Err(_) => Err(self.stopped()),
@@ -88,6 +116,20 @@ impl Pool {
 
     fn stopped(&self) -> Error {
         Error::Internal(format!("the {} pool has stopped", self.name))
+    }
+}
+
+/// A job running beside its caller (`Pool::try_beside`).
+pub struct Beside<T> {
+    pool: Pool,
+    done: oneshot::Receiver<std::thread::Result<T>>,
+}
+
+impl<T> Beside<T> {
+    /// What the job returned, once it has: blocks the calling thread, which must not be
+    /// one of the runtime's.
+    pub fn wait(self) -> Result<T> {
+        self.pool.outcome(self.done.blocking_recv())
     }
 }
 
@@ -131,6 +173,25 @@ mod tests {
             job.await.unwrap().unwrap();
         }
         assert!(most.load(Ordering::SeqCst) <= 3);
+    }
+
+    /// A job beside another runs only on a place free at once, and its caller waits for it.
+    #[tokio::test]
+    async fn a_job_beside_another_takes_a_free_place_or_none() {
+        let pool = Pool::new("test", 2);
+        let same = pool.clone();
+        let got = pool
+            .run(move || {
+                let (go, wait) = std::sync::mpsc::channel::<()>();
+                let beside = same.try_beside(move || wait.recv().map(|()| 7)).expect("a place is free");
+                let third = same.try_beside(|| Ok::<i32, std::sync::mpsc::RecvError>(0));
+                go.send(()).unwrap();
+                (third.is_none(), beside.wait())
+            })
+            .await
+            .unwrap();
+        assert!(got.0, "both places were held");
+        assert_eq!(got.1.unwrap(), Ok(7));
     }
 
     #[tokio::test]

@@ -149,9 +149,10 @@ impl Engine for Sqlite {
     }
 
     /// On a pooled read connection, always in one snapshot (a read transaction costs
-    /// SQLite nothing).
+    /// SQLite nothing); a long history in two halves at once, when the second half's
+    /// connection sees the same snapshot (`Lite::messages_json`).
     async fn read(&self, read: Read) -> Result<Got> {
-        self.readers.read(move |c| run_now(read.apply(&Lite::new(c)))).await
+        self.readers.read(move |c, other| run_now(read.apply(&Lite::reading(c, other)))).await
     }
 
     async fn flush(&self) -> Result<()> {

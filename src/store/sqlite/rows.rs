@@ -172,7 +172,7 @@ pub fn message_json(row: &Row, out: &mut String) -> rusqlite::Result<bool> {
         [Some(id), Some(role), content, name, tool_call_id, tool_calls, metadata, native, usage, Some(created_at)];
     out.reserve(192 + columns.iter().map(|c| c.map_or(4, str::len)).sum::<usize>());
     let string = |out: &mut String, s: Option<&str>| match s {
-        Some(s) if !s.bytes().any(needs_escape) => {
+        Some(s) if !crate::session::json::needs_escape(s.as_bytes()) => {
             out.push('"');
             out.push_str(s);
             out.push('"');

@@ -13,18 +13,30 @@ use crate::store::feed::ChangeKind;
 use crate::store::sql::tx::Appending;
 use crate::store::sql::{Listing, Searching, SessionRow, Tx, parse_role};
 use crate::store::sqlite::errors::sql;
+use crate::store::sqlite::reads::Other;
 use crate::store::sqlite::rows::{self, MESSAGE_COLUMNS, SESSION_COLUMNS};
 use crate::store::sqlite::{changes, commit, drafts, search};
 use crate::store::{Found, MessageJson, message_json};
 
-/// One connection, in the transaction the caller opened.
+/// One connection, in the transaction the caller opened; a read's may start another
+/// read beside it (`Other`).
 pub struct Lite<'c> {
     conn: &'c Connection,
+    other: Option<&'c Other>,
 }
+
+/// How many messages a read of one range must want before it is read in two halves at
+/// once (`messages_json`).
+const HALVED: u64 = 2048;
 
 impl<'c> Lite<'c> {
     pub fn new(conn: &'c Connection) -> Self {
-        Lite { conn }
+        Lite { conn, other: None }
+    }
+
+    /// In a read transaction that may start another beside it.
+    pub fn reading(conn: &'c Connection, other: &'c Other) -> Self {
+        Lite { conn, other: Some(other) }
     }
 
     pub fn conn(&self) -> &'c Connection {
@@ -156,45 +168,28 @@ impl Tx for Lite<'_> {
         Ok(out)
     }
 
-    /// Spliced from the rows' columns where they have no images (`rows::message_json`),
-    /// into texts of about `SPLICED` bytes each, so that a reply writes a long history in
-    /// a few pieces, and no message is an allocation of its own.
+    /// Spliced from the rows' columns (`spliced_rows`). A long range is read in two
+    /// halves at once, the second on another connection (a second core stepping and
+    /// splicing), when that connection's snapshot is this one's: when the change log's
+    /// newest row is the same in both, since every committed change to a session's
+    /// messages logs one in its own transaction (`changes::record`). Otherwise, or when
+    /// the pool has no place free or the other read fails, this connection reads it all.
     async fn messages_json(&self, segment: i64, lo: u64, hi: u64) -> Result<Vec<MessageJson>> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(&format!(
-                "SELECT {MESSAGE_COLUMNS} FROM messages WHERE place >= ?1 AND place < ?2 ORDER BY place"
-            ))
-            .map_err(sql)?;
-        let mut found = stmt.query(rows::places(segment, lo, hi)?).map_err(sql)?;
-        let mut out = Vec::new();
-        // The spliced text being written, and the messages' places in it.
-        let (mut text, mut ranges) = (String::new(), Vec::new());
-        while let Some(row) = found.next().map_err(sql)? {
-            if text.capacity() == 0 {
-                // Room for the rows left at 1 KB each, up to one text's worth.
-                let left = (hi.saturating_sub(lo) as usize).saturating_sub(out.len() + ranges.len());
-                text.reserve(left.saturating_mul(1024).min(SPLICED + SPLICED / 8));
-            }
-            let end = text.len();
-            if end > 0 {
-                text.push(',');
-            }
-            let start = text.len();
-            if rows::message_json(row, &mut text).map_err(sql)? {
-                ranges.push(start..text.len());
-                if text.len() >= SPLICED {
-                    spliced(&mut out, &mut text, &mut ranges);
-                }
-            } else {
-                text.truncate(end);
-                spliced(&mut out, &mut text, &mut ranges);
-                let mut message = rows::message(row).map_err(sql)?;
-                rows::load_images(self.conn, &mut message)?;
-                out.push(message_json(&message)?);
-            }
+        let Some(other) = self.other.filter(|_| hi - lo >= HALVED) else {
+            return spliced_rows(self.conn, segment, lo, hi);
+        };
+        let Ok(newest) = changes::newest(self.conn) else { return spliced_rows(self.conn, segment, lo, hi) };
+        let mid = lo + (hi - lo) / 2;
+        let second = other.try_read(move |c| match changes::newest(c).map_err(sql)? == newest {
+            true => spliced_rows(c, segment, mid, hi).map(Some),
+            false => Ok(None),
+        });
+        let Some(second) = second else { return spliced_rows(self.conn, segment, lo, hi) };
+        let mut out = spliced_rows(self.conn, segment, lo, mid)?;
+        match second.wait() {
+            Ok(Ok(Some(rest))) => out.extend(rest),
+            _ => out.extend(spliced_rows(self.conn, segment, mid, hi)?),
         }
-        spliced(&mut out, &mut text, &mut ranges);
         Ok(out)
     }
 
@@ -282,7 +277,48 @@ impl Tx for Lite<'_> {
     }
 }
 
-/// About how long each text is that `messages_json` splices rows into.
+/// Messages `[lo, hi)` of `segment`, spliced from the rows' columns where they have no
+/// images (`rows::message_json`), into texts of about `SPLICED` bytes each, so that a
+/// reply writes a long history in a few pieces, and no message is an allocation of its own.
+fn spliced_rows(conn: &Connection, segment: i64, lo: u64, hi: u64) -> Result<Vec<MessageJson>> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE place >= ?1 AND place < ?2 ORDER BY place"
+        ))
+        .map_err(sql)?;
+    let mut found = stmt.query(rows::places(segment, lo, hi)?).map_err(sql)?;
+    let mut out = Vec::new();
+    // The spliced text being written, and the messages' places in it.
+    let (mut text, mut ranges) = (String::new(), Vec::new());
+    while let Some(row) = found.next().map_err(sql)? {
+        if text.capacity() == 0 {
+            // Room for the rows left at 1 KB each, up to one text's worth.
+            let left = (hi.saturating_sub(lo) as usize).saturating_sub(out.len() + ranges.len());
+            text.reserve(left.saturating_mul(1024).min(SPLICED + SPLICED / 8));
+        }
+        let end = text.len();
+        if end > 0 {
+            text.push(',');
+        }
+        let start = text.len();
+        if rows::message_json(row, &mut text).map_err(sql)? {
+            ranges.push(start..text.len());
+            if text.len() >= SPLICED {
+                spliced(&mut out, &mut text, &mut ranges);
+            }
+        } else {
+            text.truncate(end);
+            spliced(&mut out, &mut text, &mut ranges);
+            let mut message = rows::message(row).map_err(sql)?;
+            rows::load_images(conn, &mut message)?;
+            out.push(message_json(&message)?);
+        }
+    }
+    spliced(&mut out, &mut text, &mut ranges);
+    Ok(out)
+}
+
+/// About how long each text is that `spliced_rows` splices rows into.
 const SPLICED: usize = 1 << 20;
 
 /// Hands out the messages spliced into `text` so far, leaving both empty.
@@ -307,6 +343,65 @@ fn list_query(after: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::sql::run_now;
+    use crate::store::sqlite::reads::Readers;
+    use crate::store::sqlite::schema::{self, Mode, Settings};
+
+    /// A range long enough to be halved is read in one snapshot: the same texts as one
+    /// connection reads when nothing commits meanwhile, and this read's own snapshot when
+    /// a change (its messages rewritten, logged as every change is) commits after the
+    /// read began and before the second half's connection looks.
+    #[tokio::test]
+    async fn a_long_range_is_read_in_halves_from_one_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions.db");
+        let settings = Settings {
+            full_durability: false,
+            busy_timeout: std::time::Duration::from_secs(5),
+            follow_symlinks: false,
+        };
+        std::fs::File::create(&path).unwrap();
+        let writer = schema::open_writer(&path, settings).unwrap();
+        let n = 3 * HALVED;
+        writer.execute_batch("BEGIN").unwrap();
+        for seq in 0..n {
+            let m = Message::new(Role::User, format!("message {seq}").into());
+            rows::insert_message(&writer, 1, seq, &m, 1).unwrap();
+        }
+        changes::record(&writer, "s", 1, ChangeKind::Appended, n).unwrap();
+        writer.execute_batch("COMMIT").unwrap();
+        let first = schema::open_reader(&path, settings, Mode::Shared).unwrap();
+        let readers = Readers::new(path.clone(), settings, Mode::Shared, first);
+        let texts = |out: Vec<MessageJson>| out.iter().map(|m| m.get().to_owned()).collect::<Vec<_>>();
+
+        let (halves, whole) = readers
+            .read(move |c, other| {
+                let halves = run_now(Lite::reading(c, other).messages_json(1, 0, n))?;
+                Ok((texts(halves), texts(spliced_rows(c, 1, 0, n)?)))
+            })
+            .await
+            .unwrap();
+        assert_eq!(halves.len(), n as usize);
+        assert_eq!(halves, whole);
+        assert!(halves[n as usize - 1].contains(&format!(r#""message {}""#, n - 1)));
+
+        let (before, after) = readers
+            .read(move |c, other| {
+                // The snapshot begins with this read; then another connection commits.
+                let before = texts(spliced_rows(c, 1, 0, n)?);
+                writer.execute_batch("BEGIN; UPDATE messages SET content = '\"changed\"'").unwrap();
+                changes::record(&writer, "s", 2, ChangeKind::Updated, n).unwrap();
+                writer.execute_batch("COMMIT").unwrap();
+                let after = texts(run_now(Lite::reading(c, other).messages_json(1, 0, n))?);
+                Ok((before, after))
+            })
+            .await
+            .unwrap();
+        assert_eq!(after, before);
+        assert!(!after.iter().any(|t| t.contains("changed")));
+        let now = readers.read(move |c, other| Ok(texts(run_now(Lite::reading(c, other).messages_json(1, 0, n))?)));
+        assert!(now.await.unwrap().iter().all(|t| t.contains(r#""content":"changed""#)));
+    }
 
     /// A page after a cursor seeks in the index (issue 47: each page had scanned every
     /// newer session, 41 ms a page at 100,000 sessions).
