@@ -36,6 +36,7 @@ use tokio_postgres::AsyncMessage;
 use crate::error::Result;
 use crate::store::feed::{Change, ChangeKind, Feed, Watcher};
 use crate::store::postgres::connect::Target;
+use crate::store::postgres::errors::pg;
 use crate::store::postgres::pool::Connections;
 use crate::store::postgres::rows::{Db, execute, query};
 
@@ -299,7 +300,13 @@ async fn scan(
     how: Scan,
     mut place: Place,
 ) -> std::result::Result<(Vec<Change>, Moved), (crate::Error, Place)> {
-    let client = match connections.get().await {
+    // The server gives up a read that waits longer than the busy timeout (on a lock,
+    // say): the feed says so and reads again, instead of stalling without a word. A read
+    // waiting in a pooler's queue for a server connection, or on a server that does not
+    // answer, is given up here a second later, and its connection closed.
+    let within = connections.patience().max(POLL * 4);
+    let opening = format!("BEGIN; SET LOCAL statement_timeout = {}", within.as_millis());
+    let client = match connections.begin(&opening).await {
         Ok(client) => client,
         Err(e) => return Err((e, place)),
     };
@@ -320,21 +327,32 @@ async fn scan(
                 "cannot ask PostgreSQL which server answers (pg_control_system, pg_control_checkpoint); \
                  a new primary is noticed only when change positions go back"
             );
+            client.batch_execute(&format!("ROLLBACK; {opening}")).await.map_err(pg)?;
             return query(db, &scan_sql(false), &params).await;
         }
         rows
     };
-    // A read that waits on a lock, or in a pooler's queue for a server connection, is
-    // given up after the busy timeout: the feed says so and reads again, instead of
-    // stalling without a word. The connection is closed, not reused.
-    let within = connections.patience().max(POLL * 4);
-    let rows = match tokio::time::timeout(within, read).await {
-        Ok(Ok(rows)) => rows,
-        Ok(Err(e)) => return Err((e, place)),
+    let not_read = |why: &str| {
+        crate::Error::StorageUnavailable(format!("the change table was not read within {} ms{why}", within.as_millis()))
+    };
+    let rows = match tokio::time::timeout(within + Duration::from_secs(1), read).await {
+        Ok(read) => {
+            // Ends a failed transaction too (as a rollback); a connection on which even
+            // that fails is not used again.
+            if client.batch_execute("COMMIT").await.is_err() {
+                drop(deadpool_postgres::Object::take(client));
+            }
+            match read {
+                Ok(rows) => rows,
+                Err(crate::Error::StorageUnavailable(m)) if m.ends_with("(57014)") => {
+                    return Err((not_read(&format!(" ({m})")), place));
+                }
+                Err(e) => return Err((e, place)),
+            }
+        }
         Err(_) => {
             drop(deadpool_postgres::Object::take(client));
-            let e = format!("the change table was not read within {} ms", within.as_millis());
-            return Err((crate::Error::StorageUnavailable(e), place));
+            return Err((not_read(": no answer"), place));
         }
     };
     let corrupt =
