@@ -209,6 +209,7 @@ fn keep(holds: &mut Vec<Hold>, hold: Hold) {
 
 /// How many turns of the runtime in a row the writer waits for no new reply before it
 /// writes what it has (`write_polled`).
+#[cfg(unix)]
 const GATHER_TURNS: u32 = 2;
 
 #[cfg(unix)]

@@ -34,12 +34,14 @@ impl Sign {
     pub fn of(text: &str) -> Sign {
         // Each indexed word's hash, then its prefix's (if it has one).
         let mut seen: Vec<u64> = Vec::with_capacity(text.len() / 3);
-        let mut sign = Sign::default();
+        // The filter's bits, in a register until the end: set in memory a half at a time
+        // and read back whole, each word would stall on the store it follows.
+        let mut words = 0_u128;
         let mut add = |(word, prefix): (u64, Option<u64>)| {
-            or(&mut sign.words, word_bits(word));
+            words |= word_bits(word);
             seen.push(word);
             if let Some(prefix) = prefix {
-                or(&mut sign.words, prefix_bits(prefix));
+                words |= prefix_bits(prefix);
                 seen.push(prefix);
             }
         };
@@ -48,6 +50,7 @@ impl Sign {
         } else {
             indexed_words(text).for_each(|word| add(hashes_of(&word.text)));
         }
+        let mut sign = Sign { words: halves(words), counts: 0 };
         // How often each is there, counted exactly. A few are compared with those before
         // them that may be the same (`present`, by six bits of the hash); many are sorted.
         if seen.len() <= 64 {
@@ -100,7 +103,8 @@ impl Asks {
     /// more begins one. A term occurs at most as often as its first word, or as words
     /// begin with its prefix; a shorter prefix bounds nothing.
     pub fn of(query: &Query) -> Asks {
-        let mut asks = Asks { words: [0; 2], terms: Vec::new() };
+        let mut words = 0_u128;
+        let mut terms = Vec::new();
         for term in &query.terms {
             let hashes: Vec<Option<u64>> = term
                 .words
@@ -113,16 +117,15 @@ impl Asks {
                 .collect();
             for (i, hash) in hashes.iter().enumerate() {
                 let last_is_prefix = term.prefix && i == hashes.len() - 1;
-                let bits = match hash {
+                words |= match hash {
                     Some(hash) if last_is_prefix => prefix_bits(*hash),
                     Some(hash) => word_bits(*hash),
-                    None => [0; 2],
+                    None => 0,
                 };
-                or(&mut asks.words, bits);
             }
-            asks.terms.push(hashes[0].map(counter));
+            terms.push(hashes[0].map(counter));
         }
-        asks
+        Asks { words: halves(words), terms }
     }
 }
 
@@ -188,28 +191,20 @@ fn mix(mut h: u64) -> u64 {
     h ^ (h >> 33)
 }
 
-fn or(words: &mut [u64; 2], bits: [u64; 2]) {
-    words[0] |= bits[0];
-    words[1] |= bits[1];
+/// The filter's 128 bits as kept: the low half first.
+fn halves(words: u128) -> [u64; 2] {
+    [words as u64, (words >> 64) as u64]
 }
 
 /// A word's three bits among the 128.
-fn word_bits(hash: u64) -> [u64; 2] {
-    let mut bits = [0; 2];
-    for k in 0..3 {
-        let bit = (hash >> (7 * k)) & 127;
-        bits[(bit >> 6) as usize] |= 1 << (bit & 63);
-    }
-    bits
+fn word_bits(hash: u64) -> u128 {
+    (0..3).fold(0, |bits, k| bits | 1 << ((hash >> (7 * k)) & 127))
 }
 
 /// A prefix's one bit among the 128: prefixes ask less of a message than words, which
 /// keeps the filter sparse enough for words.
-fn prefix_bits(hash: u64) -> [u64; 2] {
-    let bit = hash & 127;
-    let mut bits = [0; 2];
-    bits[(bit >> 6) as usize] = 1 << (bit & 63);
-    bits
+fn prefix_bits(hash: u64) -> u128 {
+    1 << (hash & 127)
 }
 
 /// How many counters a signature holds, of 3 bits each.
