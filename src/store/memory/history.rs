@@ -14,24 +14,23 @@ use crate::session::search::content_text;
 use crate::session::{Message, Role, Tail, role_name};
 use crate::store::MessageJson;
 
-/// One stored message: 32 bytes beside its text, since a long session keeps one for
-/// each of its messages.
+/// One stored message: 24 bytes beside its text, since a long session keeps one for
+/// each of its messages (`imbl` keeps them 64 to a leaf: 1,568 bytes, mimalloc's
+/// 1,792-byte size; at 32 bytes a message its leaves took 2,560).
 #[derive(Clone)]
 pub struct Stored {
     /// Its JSON text, which the server wrote itself: valid by construction, so never
     /// parsed to be handed out. A short message keeps only its values (`short_text`),
     /// its id and time perhaps as their bits (`Bits`).
     json: Arc<str>,
-    /// `Origin::owner`.
-    owner: Arc<String>,
     /// `Origin::revision` in the low `REVISION_BITS` bits; above them its role, whether
     /// it is kept short, and whether with bits.
     packed: u64,
 }
 
 /// Who stored a message: the session, and the revision that change made (what a retry of
-/// its append is answered with). The session's name is one allocation the session's
-/// messages share (a thin pointer, so that `Stored` stays small).
+/// its append is answered with). The session's name is one allocation the runs of its
+/// messages share (`Owners`).
 #[derive(Clone, Default, Debug, PartialEq)]
 pub struct Origin {
     pub owner: Arc<String>,
@@ -139,7 +138,8 @@ impl WantedId {
 }
 
 impl Stored {
-    pub fn of(m: &Message, origin: &Origin) -> Result<Stored> {
+    /// `m` as kept, stored by the change that made `revision`.
+    pub fn of(m: &Message, revision: u64) -> Result<Stored> {
         let bare = m.name.is_none()
             && m.tool_call_id.is_none()
             && m.tool_calls.is_none()
@@ -172,8 +172,8 @@ impl Stored {
             Role::Tool => 3,
         };
         let form = short.map_or(0, |(_, bits)| SHORT | bits);
-        let packed = origin.revision.min(REVISION) | role << REVISION_BITS | form;
-        Ok(Stored { json, owner: origin.owner.clone(), packed })
+        let packed = revision.min(REVISION) | role << REVISION_BITS | form;
+        Ok(Stored { json, packed })
     }
 
     pub fn role(&self) -> Role {
@@ -195,8 +195,9 @@ impl Stored {
         self.packed & BITS != 0
     }
 
-    pub fn origin(&self) -> Origin {
-        Origin { owner: self.owner.clone(), revision: self.packed & REVISION }
+    /// The revision of the change that stored it (`Origin::revision`).
+    pub fn revision(&self) -> u64 {
+        self.packed & REVISION
     }
 
     /// The kept text: the same allocation for every fork holding the message.
@@ -362,7 +363,58 @@ pub struct History {
     messages: imbl::Vector<Stored>,
     /// Each message's signature, at its index: what a search tests first (`sign`).
     signs: imbl::Vector<Sign>,
+    /// Who stored the messages.
+    owners: Owners,
     tail: Tail,
+}
+
+/// Who stored a history's messages, as runs of messages one session stored, oldest
+/// first: a session's appends lengthen its last run, and a fork or a compaction brings
+/// the runs of what it keeps (as the SQL stores keep a history as segments). There are
+/// as many runs as owners in turn, not as messages: a message keeps no owner of its own.
+#[derive(Clone, Default, Debug, PartialEq)]
+struct Owners(imbl::Vector<(usize, Arc<String>)>);
+
+impl Owners {
+    /// `n` messages more, stored by `owner`.
+    fn push(&mut self, n: usize, owner: &Arc<String>) {
+        match self.0.back_mut() {
+            _ if n == 0 => {}
+            Some((count, last)) if last == owner => *count += n,
+            _ => self.0.push_back((n, owner.clone())),
+        }
+    }
+
+    /// The runs of the oldest `n` messages, and of the rest.
+    fn split(&self, n: usize) -> (Owners, Owners) {
+        let mut before = 0;
+        for (i, (count, owner)) in self.0.iter().enumerate() {
+            if before + count > n {
+                let (mut oldest, mut rest) = self.0.clone().split_at(i);
+                rest.pop_front();
+                if n > before {
+                    oldest.push_back((n - before, owner.clone()));
+                }
+                rest.push_front((before + count - n, owner.clone()));
+                return (Owners(oldest), Owners(rest));
+            }
+            before += count;
+        }
+        (self.clone(), Owners::default())
+    }
+
+    /// Who stored message `index` of the `len` a history holds.
+    fn at(&self, index: usize, len: usize) -> Option<&Arc<String>> {
+        let mut end = len;
+        for (count, owner) in self.0.iter().rev() {
+            let start = end.checked_sub(*count)?;
+            if index >= start {
+                return (index < end).then_some(owner);
+            }
+            end = start;
+        }
+        None
+    }
 }
 
 impl History {
@@ -376,12 +428,13 @@ impl History {
     /// Appends messages the rules accepted after this history; returns them as kept.
     /// Each is serialized before anything changes, so an error leaves the history as it was.
     pub fn extend(&mut self, messages: &[Message], origin: &Origin) -> Result<Vec<Stored>> {
-        let kept = messages.iter().map(|m| Stored::of(m, origin)).collect::<Result<Vec<_>>>()?;
+        let kept = messages.iter().map(|m| Stored::of(m, origin.revision)).collect::<Result<Vec<_>>>()?;
         for (message, kept) in messages.iter().zip(&kept) {
             self.tail.follow(message);
             self.messages.push_back(kept.clone());
             self.signs.push_back(Sign::of(&content_text(&message.content)));
         }
+        self.owners.push(kept.len(), &origin.owner);
         Ok(kept)
     }
 
@@ -391,6 +444,9 @@ impl History {
         let skip = skip.min(other.len());
         self.messages.append(other.messages.skip(skip));
         self.signs.append(other.signs.skip(skip));
+        for (count, owner) in other.owners.split(skip).1.0 {
+            self.owners.push(count, &owner);
+        }
         self.tail = read_tail(&self.messages)?;
         Ok(())
     }
@@ -429,6 +485,7 @@ impl History {
         self.tail = read_tail(&messages)?;
         self.messages = messages;
         self.signs.truncate(n);
+        self.owners = self.owners.split(n).0;
         Ok(())
     }
 
@@ -439,6 +496,7 @@ impl History {
         self.tail = read_tail(&messages)?;
         self.messages = messages;
         self.signs = self.signs.skip(n);
+        self.owners = self.owners.split(n).1;
         Ok(())
     }
 
@@ -448,6 +506,12 @@ impl History {
 
     pub fn signs(&self) -> &imbl::Vector<Sign> {
         &self.signs
+    }
+
+    /// Who stored message `index`, and by which change.
+    pub fn origin_at(&self, index: usize) -> Option<Origin> {
+        let revision = self.messages.get(index)?.revision();
+        Some(Origin { owner: self.owners.at(index, self.len())?.clone(), revision })
     }
 
     /// The messages and their signatures, as they are now (two O(1) clones), for a
@@ -549,7 +613,7 @@ mod tests {
     #[test]
     fn a_short_message_keeps_its_values_alone_and_is_found_by_id() {
         let m = Message { created_at: "2026-12-04T00:00:00.000001Z".into(), ..message(Role::User, "m-1") };
-        let kept = Stored::of(&m, &Origin::default()).unwrap();
+        let kept = Stored::of(&m, 0).unwrap();
         assert_eq!(&*kept.json, r#""m-1""text""2026-12-04T00:00:00.000001Z""#);
         assert_eq!(kept.content().unwrap(), json!("text"));
         // Ids that end in an escape, hold quotes, are a prefix of another, or are missing;
@@ -582,19 +646,90 @@ mod tests {
     }
 
     #[test]
-    fn a_kept_message_holds_its_role_origin_and_form_in_32_bytes() {
-        assert!(std::mem::size_of::<Stored>() <= 32);
-        let owner = Arc::new(String::from("s"));
+    fn a_kept_message_holds_its_role_revision_and_form_in_24_bytes() {
+        assert_eq!(std::mem::size_of::<Stored>(), 24, "a million messages keep a million");
         for role in [Role::System, Role::User, Role::Assistant, Role::Tool] {
             for (text, short) in [("x", true), (&*"x".repeat(SHORT_CONTENT + 1), false)] {
                 for (revision, kept_as) in [(0, 0), (1, 1), (REVISION, REVISION), (u64::MAX, REVISION)] {
-                    let origin = Origin { owner: owner.clone(), revision };
-                    let kept = Stored::of(&Message { content: json!(text), ..message(role, "m") }, &origin).unwrap();
-                    assert_eq!((kept.role(), kept.short()), (role, short));
-                    assert_eq!(kept.origin(), Origin { owner: owner.clone(), revision: kept_as });
-                    assert!(Arc::ptr_eq(&kept.origin().owner, &owner));
+                    let kept = Stored::of(&Message { content: json!(text), ..message(role, "m") }, revision).unwrap();
+                    assert_eq!((kept.role(), kept.short(), kept.revision()), (role, short, kept_as));
                 }
             }
+        }
+    }
+
+    /// What a history's changes do to who stored each message, tried against a list of
+    /// one owner a message: `(kind, n, owner)`, a kind of 0 appending `n` messages by
+    /// `owner`, 1 keeping the oldest `n`, 2 dropping the oldest `n`, 3 compacting (one
+    /// summary by `owner`, then the messages after the oldest `n`).
+    fn owners_after(changes: &[(u8, usize, u8)]) -> (History, Vec<Origin>) {
+        let names: Vec<Arc<String>> = (0..4).map(|i| Arc::new(format!("s{i}"))).collect();
+        let (mut history, mut model) = (History::default(), Vec::new());
+        let mut next_id = 0;
+        let mut messages = |n: usize| -> Vec<Message> {
+            (0..n)
+                .map(|_| {
+                    next_id += 1;
+                    message(Role::User, &format!("m{next_id}"))
+                })
+                .collect()
+        };
+        for (revision, &(kind, n, owner)) in changes.iter().enumerate() {
+            let origin = Origin { owner: names[usize::from(owner) % names.len()].clone(), revision: revision as u64 };
+            match kind % 4 {
+                0 => {
+                    history.extend(&messages(n), &origin).unwrap();
+                    model.extend(std::iter::repeat_n(origin, n));
+                }
+                1 => {
+                    history.keep_oldest(n).unwrap();
+                    model.truncate(n);
+                }
+                2 => {
+                    history.drop_oldest(n).unwrap();
+                    model.drain(..n.min(model.len()));
+                }
+                _ => {
+                    let (mut compacted, _) = History::of(&messages(1), &origin).unwrap();
+                    compacted.extend_kept(&history, n).unwrap();
+                    history = compacted;
+                    model = std::iter::once(origin).chain(model.into_iter().skip(n)).collect();
+                }
+            }
+        }
+        (history, model)
+    }
+
+    #[test]
+    fn a_sessions_appends_lengthen_one_run_of_its_owner() {
+        let (history, model) = owners_after(&[(0, 3, 0), (0, 2, 0), (0, 1, 1), (3, 4, 2), (0, 2, 2), (1, 3, 0)]);
+        assert_eq!(
+            model.iter().map(|o| (o.owner.as_str(), o.revision)).collect::<Vec<_>>(),
+            [("s2", 3), ("s0", 1), ("s1", 2)]
+        );
+        let runs: Vec<(usize, &str)> = history.owners.0.iter().map(|(n, o)| (*n, o.as_str())).collect();
+        assert_eq!(runs, [(1, "s2"), (1, "s0"), (1, "s1")]);
+        let (history, _) = owners_after(&[(0, 3, 0), (0, 2, 0), (0, 4, 0)]);
+        assert_eq!(history.owners.0.len(), 1, "one owner, one run however many appends");
+        assert!(Arc::ptr_eq(&history.owners.0[0].1, &history.origin_at(8).unwrap().owner));
+        assert_eq!(history.origin_at(9), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn each_message_is_stored_by_whom_it_was_appended_by(
+            changes in proptest::collection::vec((0..4u8, 0..6usize, 0..4u8), 0..40),
+        ) {
+            let (history, model) = owners_after(&changes);
+            proptest::prop_assert_eq!(history.len(), model.len());
+            for (i, origin) in model.iter().enumerate() {
+                proptest::prop_assert_eq!(history.origin_at(i), Some(origin.clone()), "message {}", i);
+            }
+            proptest::prop_assert_eq!(history.origin_at(model.len()), None);
+            // Runs are never empty, and two in a row have two owners.
+            let runs: Vec<_> = history.owners.0.iter().cloned().collect();
+            proptest::prop_assert!(runs.iter().all(|(n, _)| *n > 0));
+            proptest::prop_assert!(runs.windows(2).all(|w| w[0].1 != w[1].1));
         }
     }
 
@@ -608,7 +743,7 @@ mod tests {
                 let mut m = message(role, "x");
                 m.id = id.map(str::to_owned);
                 m.content = json!(content);
-                let kept = Stored::of(&m, &Origin::default()).unwrap();
+                let kept = Stored::of(&m, 0).unwrap();
                 assert!(kept.short());
                 assert_eq!(
                     kept.full().unwrap().get(),
@@ -625,7 +760,7 @@ mod tests {
         let minted = crate::mint::id();
         let stamp = crate::session::now();
         let m = Message { id: Some(minted.clone()), created_at: stamp.clone(), ..message(Role::User, "x") };
-        let kept = Stored::of(&m, &Origin::default()).unwrap();
+        let kept = Stored::of(&m, 0).unwrap();
         assert!(kept.short() && kept.bits());
         assert_eq!(kept.json.len(), ID_BYTES + TIME_BYTES + r#""text""#.len());
         assert!(kept.json.is_ascii());
@@ -665,7 +800,7 @@ mod tests {
         // A time stamp not in the canonical form (a message built in a test, say) keeps
         // the message's text as it is.
         let loose = Message { created_at: "2026-12-01T00:00:00Z".into(), ..m.clone() };
-        let kept = Stored::of(&loose, &Origin::default()).unwrap();
+        let kept = Stored::of(&loose, 0).unwrap();
         assert!(kept.short() && !kept.bits());
         assert_eq!(kept.message().unwrap(), loose);
     }
@@ -685,7 +820,7 @@ mod tests {
                 content: json!(content),
                 ..message(Role::Tool, "x")
             };
-            let kept = Stored::of(&m, &Origin::default()).unwrap();
+            let kept = Stored::of(&m, 0).unwrap();
             proptest::prop_assert!(kept.bits());
             let full = kept.full().unwrap();
             proptest::prop_assert_eq!(full.get(), serde_json::to_string(&m).unwrap());

@@ -253,7 +253,7 @@ fn retried(session_id: &str, history: &History, messages: &[Message]) -> Result<
         }
     }
     let Some(&Some(last)) = places.last() else { return Ok(None) };
-    let origin = history.messages().get(last).map(Stored::origin).unwrap_or_default();
+    let origin = history.origin_at(last).unwrap_or_default();
     let revision = if origin.owner.as_str() == session_id { origin.revision } else { 0 };
     Ok(Some(Appended::duplicate(stored, last as u64, revision)))
 }
@@ -673,7 +673,8 @@ mod tests {
         store.append("fork", user("d"), None, false).await.unwrap();
         let sessions = store.lock();
         let owners = |id: &str| -> Vec<Arc<String>> {
-            sessions[id].history.messages().iter().map(|kept| kept.origin().owner).collect()
+            let history = &sessions[id].history;
+            (0..history.len()).map(|i| history.origin_at(i).unwrap().owner).collect()
         };
         let (one, fork) = (owners("one"), owners("fork"));
         assert_eq!((one[0].as_str(), one[1].as_str(), owners("other")[0].as_str()), ("one", "one", "other"));
