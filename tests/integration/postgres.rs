@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::harness::{Framing, Place, Server, fresh_schema, json, postgres_url};
@@ -15,6 +15,44 @@ pub fn psql(url: &str, sql: &str) -> String {
     let out = Command::new("psql").args([url, "-XAtq", "-v", "ON_ERROR_STOP=1", "-c", sql]).output().expect("psql");
     assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// A `psql` running `sql` as application `name`, ended (its backend terminated) when
+/// the test ends, whether it passes or not.
+pub struct Holder {
+    child: std::process::Child,
+    url: String,
+    name: String,
+}
+
+impl Holder {
+    pub fn start(url: &str, name: &str, sql: &str) -> Holder {
+        let child = Command::new("psql")
+            .env("PGAPPNAME", name)
+            .args([url, "-XAtq", "-c", sql])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("psql");
+        Holder { child, url: url.to_owned(), name: name.to_owned() }
+    }
+
+    /// Terminates its backend; how many there were.
+    pub fn end(&self) -> u32 {
+        let end = format!(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '{}'",
+            self.name
+        );
+        psql(&self.url, &end).parse().unwrap()
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.end()));
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// What each PostgreSQL migration from version 2 on added: `UNDO[i]` takes the schema
@@ -239,13 +277,11 @@ fn a_restart_of_postgres_mid_load_loses_nothing_and_doubles_nothing() {
     // until 200 succeed after it and none is left to send again.
     let restart = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_secs(1));
-        let mut holder = Command::new("psql")
-            .env("PGAPPNAME", "lock-holder")
-            .args([&direct, "-XAtq", "-c", "BEGIN; LOCK TABLE convo.messages IN EXCLUSIVE MODE; SELECT pg_sleep(600)"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("psql");
+        let holder = Holder::start(
+            &direct,
+            "lock-holder",
+            "BEGIN; LOCK TABLE convo.messages IN EXCLUSIVE MODE; SELECT pg_sleep(600)",
+        );
         // convo's statement: not an autovacuum worker's, nor the holder's own `LOCK`, which
         // waits while convo's transactions hold the table.
         let waiting = "SELECT string_agg(query, '; ') FROM pg_stat_activity \
@@ -259,8 +295,7 @@ fn a_restart_of_postgres_mid_load_loses_nothing_and_doubles_nothing() {
             waited = psql(&direct, waiting);
         }
         postgres_script("restart", &dir, Front::Bouncer);
-        let _ = holder.kill();
-        let _ = holder.wait();
+        drop(holder);
         waited
     });
     let started = Instant::now();

@@ -201,7 +201,7 @@ fn a_read_of_the_change_table_that_waits_is_given_up_after_the_busy_timeout() {
     a.call("session/create", json!({"session_id": "s"}));
     b.call("session/subscribe", json!({}));
     let lock = format!("BEGIN; LOCK TABLE {schema}.changes IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(60)");
-    let holder = Holder::start(&direct, &format!("{schema}_holder"), &lock);
+    let holder = crate::postgres::Holder::start(&direct, &format!("{schema}_holder"), &lock);
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while !b.stderr().contains("the change table was not read within 1000 ms") {
         assert!(std::time::Instant::now() < deadline, "no read was given up: {}", b.stderr());
@@ -215,44 +215,6 @@ fn a_read_of_the_change_table_that_waits_is_given_up_after_the_busy_timeout() {
     assert_eq!((&n["session_id"], &n["revision"], &n["change"]), (&json!("s"), &json!(1), &json!("appended")));
     a.finish();
     b.finish();
-}
-
-/// A `psql` running `sql` as application `name`, ended (its backend terminated) when
-/// the test ends, whether it passes or not.
-struct Holder {
-    child: std::process::Child,
-    url: String,
-    name: String,
-}
-
-impl Holder {
-    fn start(url: &str, name: &str, sql: &str) -> Holder {
-        let child = Command::new("psql")
-            .env("PGAPPNAME", name)
-            .args([url, "-XAtq", "-c", sql])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("psql");
-        Holder { child, url: url.to_owned(), name: name.to_owned() }
-    }
-
-    /// Terminates its backend; how many there were.
-    fn end(&self) -> u32 {
-        let end = format!(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '{}'",
-            self.name
-        );
-        crate::postgres::psql(&self.url, &end).parse().unwrap()
-    }
-}
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.end()));
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn status_kib(pid: u32, field: &str) -> u64 {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::Result;
+use crate::pool::Beside;
 use crate::session::{Draft, Message, Role, SessionInfo};
 use crate::store::feed::ChangeKind;
 use crate::store::sql::tx::Appending;
@@ -29,6 +30,9 @@ pub struct Lite<'c> {
 /// once (`messages_json`).
 const HALVED: u64 = 2048;
 
+/// A range's second half read on another connection (`Lite::read_beside`).
+type SecondHalf = Beside<Result<Option<Vec<MessageJson>>>>;
+
 impl<'c> Lite<'c> {
     pub fn new(conn: &'c Connection) -> Self {
         Lite { conn, other: None }
@@ -37,6 +41,18 @@ impl<'c> Lite<'c> {
     /// In a read transaction that may start another beside it.
     pub fn reading(conn: &'c Connection, other: &'c Other) -> Self {
         Lite { conn, other: Some(other) }
+    }
+
+    /// Messages `[mid, hi)` of `segment`, started on another connection at once when
+    /// `[lo, hi)` is long enough to halve and the pool has a place free; read there only
+    /// if that connection sees this one's snapshot (`Ok(None)` if not).
+    fn read_beside(&self, segment: i64, lo: u64, mid: u64, hi: u64) -> Option<SecondHalf> {
+        let other = self.other.filter(|_| hi - lo >= HALVED)?;
+        let newest = changes::newest(self.conn).ok()?;
+        other.try_read(move |c| match changes::newest(c).map_err(sql)? == newest {
+            true => spliced_rows(c, segment, mid, hi).map(Some),
+            false => Ok(None),
+        })
     }
 
     pub fn conn(&self) -> &'c Connection {
@@ -175,16 +191,10 @@ impl Tx for Lite<'_> {
     /// messages logs one in its own transaction (`changes::record`). Otherwise, or when
     /// the pool has no place free or the other read fails, this connection reads it all.
     async fn messages_json(&self, segment: i64, lo: u64, hi: u64) -> Result<Vec<MessageJson>> {
-        let Some(other) = self.other.filter(|_| hi - lo >= HALVED) else {
+        let mid = lo + (hi - lo) / 2;
+        let Some(second) = self.read_beside(segment, lo, mid, hi) else {
             return spliced_rows(self.conn, segment, lo, hi);
         };
-        let Ok(newest) = changes::newest(self.conn) else { return spliced_rows(self.conn, segment, lo, hi) };
-        let mid = lo + (hi - lo) / 2;
-        let second = other.try_read(move |c| match changes::newest(c).map_err(sql)? == newest {
-            true => spliced_rows(c, segment, mid, hi).map(Some),
-            false => Ok(None),
-        });
-        let Some(second) = second else { return spliced_rows(self.conn, segment, lo, hi) };
         let mut out = spliced_rows(self.conn, segment, lo, mid)?;
         match second.wait() {
             Ok(Ok(Some(rest))) => out.extend(rest),
