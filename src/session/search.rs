@@ -59,6 +59,21 @@ pub struct Word {
 
 /// Every word of `text`, in order, bounds not applied.
 pub fn all_words(text: &str) -> impl Iterator<Item = Word> + '_ {
+    word_bounds(text).map(|bounds| word_at(text, bounds))
+}
+
+/// The words of `text` that are indexed, in order (`MAX_WORDS`, `MAX_WORD_BYTES`). A
+/// word too long to index (base64, a hash) is passed over where it lies, not lowercased.
+pub fn indexed_words(text: &str) -> impl Iterator<Item = Word> + '_ {
+    word_bounds(text)
+        .filter(|(start, end)| end - start <= MAX_WORD_BYTES)
+        .take(MAX_WORDS)
+        .map(|bounds| word_at(text, bounds))
+}
+
+/// Where each word of `text` starts and ends (bytes), in order: a word is a run of
+/// alphanumeric characters.
+fn word_bounds(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
     let mut chars = text.char_indices().peekable();
     std::iter::from_fn(move || {
         let (start, _) = chars.find(|(_, c)| c.is_alphanumeric())?;
@@ -70,14 +85,21 @@ pub fn all_words(text: &str) -> impl Iterator<Item = Word> + '_ {
             }
             chars.next();
         }
-        let word = &text[start..end];
-        Some(Word { start, end, text: word.chars().flat_map(char::to_lowercase).collect() })
+        Some((start, end))
     })
 }
 
-/// The words of `text` that are indexed, in order (`MAX_WORDS`, `MAX_WORD_BYTES`).
-pub fn indexed_words(text: &str) -> impl Iterator<Item = Word> + '_ {
-    all_words(text).filter(|w| w.end - w.start <= MAX_WORD_BYTES).take(MAX_WORDS)
+fn word_at(text: &str, (start, end): (usize, usize)) -> Word {
+    Word { start, end, text: lowercase(&text[start..end]) }
+}
+
+/// `word` lowercased a character at a time (`char::to_lowercase`): a final sigma too
+/// becomes `σ`, as the indexes already written hold it. An ASCII word in one pass.
+fn lowercase(word: &str) -> String {
+    match word.is_ascii() {
+        true => word.to_ascii_lowercase(),
+        false => word.chars().flat_map(char::to_lowercase).collect(),
+    }
 }
 
 /// The searchable text of a message: its string content, or its text parts joined by
@@ -102,9 +124,23 @@ pub fn content_text(content: &Value) -> Cow<'_, str> {
     }
 }
 
-/// What a database indexes for a message: its indexed words joined by spaces.
+/// What a database indexes for a message: its indexed words joined by spaces. An ASCII
+/// text's words are lowercased into the one string as they are found.
 pub fn index_text(message: &Message) -> String {
     let text = content_text(&message.content);
+    if text.is_ascii() {
+        let mut out = Vec::with_capacity(text.len());
+        for word in ascii_indexed_words(text.as_bytes()) {
+            if !out.is_empty() {
+                out.push(b' ');
+            }
+            out.extend(word.iter().map(u8::to_ascii_lowercase));
+        }
+        // ASCII letters, digits and spaces: always UTF-8.
+        if let Ok(out) = String::from_utf8(out) {
+            return out;
+        }
+    }
     let words: Vec<String> = indexed_words(&text).map(|w| w.text).collect();
     words.join(" ")
 }

@@ -23,9 +23,17 @@ fn overlong_words_are_not_indexed() {
 }
 
 #[test]
+fn a_word_is_lowercased_a_character_at_a_time() {
+    // `str::to_lowercase` would end it in `ς`; the indexes already written hold `σ`.
+    assert_eq!(words("ΣΑΣ Straße İX"), ["σασ", "straße", "i\u{307}x"]);
+    assert_eq!(index_text(&Message::new(Role::User, json!("ΣΑΣ and ABC"))), "σασ and abc");
+}
+
+#[test]
 fn only_the_first_words_are_indexed() {
     let text = "w ".repeat(MAX_WORDS + 10);
     assert_eq!(words(&text).len(), MAX_WORDS);
+    assert_eq!(index_text(&Message::new(Role::User, json!(text))), "w ".repeat(MAX_WORDS).trim_end());
 }
 
 #[test]
@@ -134,6 +142,28 @@ proptest::proptest! {
         proptest::prop_assert_eq!(query.score_text(&text), query.score(&words(&text)));
         let ascii = text.replace(['é', 'É', '\u{212A}'], "b");
         proptest::prop_assert_eq!(query.score_text(&ascii), query.score(&words(&ascii)));
+    }
+
+    /// Issue 47: what a database indexes for a message is its words as `char`s make
+    /// them, lowercased a character at a time, joined by spaces: an ASCII text's found
+    /// byte by byte, and a word too long to index passed over before it is lowercased.
+    #[test]
+    fn a_message_indexes_its_words_as_characters_make_them(
+        text in "([a-cA-C0-9ΣσÉ\u{212A}]{1,60}[ ,.\n-]){0,8}",
+    ) {
+        let expected = |text: &str| -> String {
+            let words: Vec<String> = text
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty() && w.len() <= MAX_WORD_BYTES)
+                .map(|w| w.chars().flat_map(char::to_lowercase).collect())
+                .collect();
+            words.join(" ")
+        };
+        let ascii = text.replace(['Σ', 'σ', 'É', '\u{212A}'], "b");
+        for text in [text.as_str(), ascii.as_str()] {
+            let indexed = index_text(&Message::new(Role::User, json!(text)));
+            proptest::prop_assert_eq!(indexed, expected(text));
+        }
     }
 
     /// Issue 47: the scan's test of an ASCII text, made without a lowercased copy, says
