@@ -68,6 +68,8 @@ cp dist/extension.js dist/webview.js "$stage/dist/"
 cp -r media "$stage/"
 cp "$binary" "$stage/bin/$exe"
 chmod 755 "$stage/bin/$exe"
+# The folder holds only what is to be packed: nothing for vsce to leave out.
+printf '# package.sh stages only what the package holds\n' >"$stage/.vscodeignore"
 if [[ $target == linux-* || $target == alpine-* ]] && command -v strip >/dev/null; then
   strip --strip-debug "$stage/bin/$exe" 2>/dev/null || true # another CPU's: left as built
 fi
