@@ -71,7 +71,69 @@ fn main() -> ExitCode {
     // nothing changes.
     #[cfg(any(target_os = "linux", target_os = "android"))]
     let _ = rustix::thread::disable_transparent_huge_pages(true);
+    sqlite_on_mimalloc();
     convo::cli::main()
+}
+
+unsafe extern "C" {
+    // In every mimalloc; `libmimalloc-sys` declares it only with its `extended` feature.
+    fn mi_usable_size(p: *const c_void) -> usize;
+}
+
+/// SQLite's own allocations (its pages, statements and rows) go to mimalloc, as Rust's
+/// do, instead of the C library's `malloc`; and SQLite keeps no memory statistics, which
+/// it does by taking one process-wide mutex around every allocation and free. Pipelined
+/// appends on SQLite, three interleaved `convo-bench` runs: 8 sessions 23,500–25,100 →
+/// 27,400–31,400/s, one session 63,400–69,000 → 77,500–79,600/s; peak RSS the same
+/// (BENCHMARKS.md).
+///
+/// Must run before anything opens a database: SQLite takes its configuration only before
+/// it first initializes. Nothing before `main` does; were it otherwise, SQLite would keep
+/// its own allocator and statistics, and convo would run as before.
+fn sqlite_on_mimalloc() {
+    use rusqlite::ffi::{SQLITE_CONFIG_MALLOC, SQLITE_CONFIG_MEMSTATUS, sqlite3_config, sqlite3_mem_methods};
+    use std::ffi::c_int;
+    // SQLite asks for sizes from 1 to just under 2 GiB; anything else is refused.
+    unsafe extern "C" fn malloc(n: c_int) -> *mut c_void {
+        // SAFETY: a plain allocation of a valid size.
+        usize::try_from(n).map_or(std::ptr::null_mut(), |n| unsafe { mi_malloc(n) })
+    }
+    unsafe extern "C" fn free(p: *mut c_void) {
+        // SAFETY: SQLite frees only what `malloc` or `realloc` gave it.
+        unsafe { mi_free(p) }
+    }
+    unsafe extern "C" fn realloc(p: *mut c_void, n: c_int) -> *mut c_void {
+        // SAFETY: as `free`, and a valid size.
+        usize::try_from(n).map_or(std::ptr::null_mut(), |n| unsafe { mi_realloc(p, n) })
+    }
+    unsafe extern "C" fn size(p: *mut c_void) -> c_int {
+        // SAFETY: as `free`.
+        c_int::try_from(unsafe { mi_usable_size(p) }).unwrap_or(c_int::MAX)
+    }
+    // As SQLite's own allocator rounds: to 8 bytes.
+    unsafe extern "C" fn roundup(n: c_int) -> c_int {
+        n.saturating_add(7) & !7
+    }
+    unsafe extern "C" fn init(_: *mut c_void) -> c_int {
+        rusqlite::ffi::SQLITE_OK
+    }
+    unsafe extern "C" fn shutdown(_: *mut c_void) {}
+    let methods = sqlite3_mem_methods {
+        xMalloc: Some(malloc),
+        xFree: Some(free),
+        xRealloc: Some(realloc),
+        xSize: Some(size),
+        xRoundup: Some(roundup),
+        xInit: Some(init),
+        xShutdown: Some(shutdown),
+        pAppData: std::ptr::null_mut(),
+    };
+    // SAFETY: both options take what is passed here (SQLite copies the methods), and
+    // are set before SQLite is first used.
+    unsafe {
+        sqlite3_config(SQLITE_CONFIG_MALLOC, &raw const methods);
+        sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0 as c_int);
+    }
 }
 
 /// A write past the file-size limit (`ulimit -f`, RLIMIT_FSIZE) raises SIGXFSZ, whose
@@ -89,6 +151,26 @@ fn ignore_sigxfsz() {
 
 #[cfg(test)]
 mod tests {
+    /// What SQLite allocates is mimalloc's, and it counts none of it.
+    #[test]
+    fn sqlite_allocates_from_mimalloc_and_keeps_no_statistics() {
+        use rusqlite::ffi::{sqlite3_free, sqlite3_malloc, sqlite3_memory_used, sqlite3_msize};
+        unsafe extern "C" {
+            fn mi_is_in_heap_region(p: *const std::ffi::c_void) -> bool;
+        }
+        super::sqlite_on_mimalloc();
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (randomblob(100000));").unwrap();
+        // SAFETY: a block SQLite allocates, measured and freed by it.
+        unsafe {
+            let p = sqlite3_malloc(1000);
+            assert!(mi_is_in_heap_region(p), "SQLite's block is mimalloc's");
+            assert_eq!(sqlite3_msize(p), super::mi_usable_size(p) as u64);
+            sqlite3_free(p);
+            assert_eq!(sqlite3_memory_used(), 0, "SQLite counted its memory");
+        }
+    }
+
     /// Blocks of every alignment up to a page, and of every size class mimalloc has up to
     /// 64 KiB, come back aligned through this allocator, plain or not, fresh or grown.
     #[test]
