@@ -15,6 +15,7 @@ mod postgres;
 pub mod queued;
 pub(crate) mod sql;
 mod sqlite;
+pub mod text;
 
 use std::ops::Range;
 use std::path::PathBuf;
@@ -128,7 +129,10 @@ pub struct HistoryPage<M = Arc<Message>> {
 pub enum MessageJson {
     /// A text the store keeps, which the server wrote itself: valid by construction, so
     /// not parsed again (the memory store's `Stored`).
-    Shared(Arc<str>),
+    Shared(text::Text),
+    /// Made by the store for this reply alone (a memory store's short message with its
+    /// keys put back): valid by construction, so not parsed again.
+    Made(String),
     Read(Box<RawValue>),
     /// Spliced from a database row's columns, each checked to be one JSON value: valid as
     /// a whole, so not parsed again (`sqlite::rows::message_json`). The rows read together
@@ -143,6 +147,7 @@ impl MessageJson {
     pub fn get(&self) -> &str {
         match self {
             MessageJson::Shared(json) => json,
+            MessageJson::Made(json) => json,
             MessageJson::Read(json) => json.get(),
             MessageJson::Spliced { text, range } => &text[range.clone()],
         }
@@ -169,7 +174,7 @@ impl serde::Serialize for MessageJson {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
         match self {
             MessageJson::Read(json) => json.serialize(serializer),
-            MessageJson::Shared(_) | MessageJson::Spliced { .. } => {
+            MessageJson::Shared(_) | MessageJson::Made(_) | MessageJson::Spliced { .. } => {
                 let raw: &RawValue = serde_json::from_str(self.get()).map_err(serde::ser::Error::custom)?;
                 raw.serialize(serializer)
             }

@@ -276,12 +276,11 @@ struct RevisionParams {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::shown::Shown;
     use crate::ops::{History, SessionDict};
     use crate::rpc::outgoing::{MethodResult, with_id};
     use crate::session::{DraftView, Message, Role};
+    use crate::store::text::Text;
     use crate::store::{MessageJson, message_json};
 
     /// The reply a method's result makes, as the connection writes it.
@@ -290,7 +289,7 @@ mod tests {
     }
 
     fn messages() -> Vec<MessageJson> {
-        let kept = |text: &str| MessageJson::Shared(Arc::from(text));
+        let kept = |text: &str| MessageJson::Shared(Text::new(0, text).unwrap());
         let long = Message::new(Role::User, serde_json::json!("\"é\"\n".repeat(300)));
         vec![
             kept(r#"{"id":"a","content":"short"}"#),

@@ -13,19 +13,19 @@ use crate::session::json::push_string;
 use crate::session::search::content_text;
 use crate::session::{Message, Role, Tail, role_name};
 use crate::store::MessageJson;
+use crate::store::text::Text;
 
-/// One stored message: 24 bytes beside its text, since a long session keeps one for
-/// each of its messages (`imbl` keeps them 64 to a leaf: 1,568 bytes, mimalloc's
-/// 1,792-byte size; at 32 bytes a message its leaves took 2,560).
+/// One stored message: one pointer, since a long session keeps one for each of its
+/// messages (`imbl` keeps them 64 to a leaf: 544 bytes, mimalloc's 640-byte size; as a
+/// text's address and length and a word of bits, 24 bytes, its leaves took 1,792).
 #[derive(Clone)]
 pub struct Stored {
     /// Its JSON text, which the server wrote itself: valid by construction, so never
     /// parsed to be handed out. A short message keeps only its values (`short_text`),
-    /// its id and time perhaps as their bits (`Bits`).
-    json: Arc<str>,
-    /// `Origin::revision` in the low `REVISION_BITS` bits; above them its role, whether
-    /// it is kept short, and whether with bits.
-    packed: u64,
+    /// its id and time perhaps as their bits (`Bits`). The word kept with it (`packed`)
+    /// holds `Origin::revision` in the low `REVISION_BITS` bits; above them its role,
+    /// whether it is kept short, and whether with bits.
+    json: Text,
 }
 
 /// Who stored a message: the session, and the revision that change made (what a retry of
@@ -161,9 +161,13 @@ impl Stored {
             }
             _ => None,
         };
-        let json = match &short {
-            Some((text, _)) => Arc::from(text.as_str()),
-            None => Arc::from(serde_json::to_string(m).map_err(|e| Error::Internal(e.to_string()))?),
+        let whole;
+        let text = match &short {
+            Some((text, _)) => text,
+            None => {
+                whole = serde_json::to_string(m).map_err(|e| Error::Internal(e.to_string()))?;
+                &whole
+            }
         };
         let role = match m.role {
             Role::System => 0,
@@ -171,13 +175,20 @@ impl Stored {
             Role::Assistant => 2,
             Role::Tool => 3,
         };
-        let form = short.map_or(0, |(_, bits)| SHORT | bits);
+        let form = short.as_ref().map_or(0, |(_, bits)| SHORT | bits);
         let packed = revision.min(REVISION) | role << REVISION_BITS | form;
-        Ok(Stored { json, packed })
+        let json = Text::new(packed, text)
+            .ok_or_else(|| Error::InvalidParams("a message of 4 GiB or more cannot be kept".into()))?;
+        Ok(Stored { json })
+    }
+
+    /// The word kept with its text (see `json`).
+    fn packed(&self) -> u64 {
+        self.json.head()
     }
 
     pub fn role(&self) -> Role {
-        match (self.packed >> REVISION_BITS) & 3 {
+        match (self.packed() >> REVISION_BITS) & 3 {
             0 => Role::System,
             1 => Role::User,
             2 => Role::Assistant,
@@ -187,21 +198,21 @@ impl Stored {
 
     /// Whether it is kept short: its text is its id, content and time.
     pub fn short(&self) -> bool {
-        self.packed & SHORT != 0
+        self.packed() & SHORT != 0
     }
 
     /// Whether it is kept short with its id and time as their bits (`Bits`).
     fn bits(&self) -> bool {
-        self.packed & BITS != 0
+        self.packed() & BITS != 0
     }
 
     /// The revision of the change that stored it (`Origin::revision`).
     pub fn revision(&self) -> u64 {
-        self.packed & REVISION
+        self.packed() & REVISION
     }
 
     /// The kept text: the same allocation for every fork holding the message.
-    pub fn text(&self) -> &Arc<str> {
+    pub fn text(&self) -> &Text {
         &self.json
     }
 
@@ -210,7 +221,7 @@ impl Stored {
         if !self.short() {
             return Ok(MessageJson::Shared(self.json.clone()));
         }
-        Ok(MessageJson::Shared(Arc::from(self.full_text()?)))
+        Ok(MessageJson::Made(self.full_text()?))
     }
 
     /// A short message's text with its keys and `NULLS` put back, in `Message`'s order.
@@ -646,8 +657,8 @@ mod tests {
     }
 
     #[test]
-    fn a_kept_message_holds_its_role_revision_and_form_in_24_bytes() {
-        assert_eq!(std::mem::size_of::<Stored>(), 24, "a million messages keep a million");
+    fn a_kept_message_holds_its_role_revision_and_form_behind_one_pointer() {
+        assert_eq!(std::mem::size_of::<Stored>(), 8, "a million messages keep a million");
         for role in [Role::System, Role::User, Role::Assistant, Role::Tool] {
             for (text, short) in [("x", true), (&*"x".repeat(SHORT_CONTENT + 1), false)] {
                 for (revision, kept_as) in [(0, 0), (1, 1), (REVISION, REVISION), (u64::MAX, REVISION)] {

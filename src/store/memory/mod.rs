@@ -11,7 +11,7 @@ mod scan;
 mod sign;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
@@ -24,6 +24,7 @@ use crate::session::{
     compaction_message, new_session_id, now, plan_append, rewind_keeps, turns_cut,
 };
 use crate::store::feed::{Change, ChangeKind, Feed, Watcher};
+use crate::store::text::WeakText;
 use crate::store::{
     Appended, ChangeFeed, Checks, Compacted, Doomed, Drafts, Found, Histories, HistoryPage, ImageStore, MessageJson,
     Popped, Removed, Rewound, SearchIndex, Sessions,
@@ -45,7 +46,7 @@ pub struct MemoryStore {
 }
 
 /// A stored message's text holding an image, and the image's index among its images.
-type Holder = (Weak<str>, usize);
+type Holder = (WeakText, usize);
 
 #[derive(Clone)]
 struct Entry {
@@ -188,8 +189,8 @@ impl MemoryStore {
         for (message, kept) in messages.iter().zip(kept) {
             for (i, data) in message.images.iter().flatten().enumerate() {
                 let holders = index.entry(image::describe(data).reference).or_default();
-                holders.retain(|(m, _)| m.strong_count() > 0);
-                holders.push((Arc::downgrade(kept.text()), i));
+                holders.retain(|(m, _)| m.alive());
+                holders.push((kept.text().downgrade(), i));
             }
         }
     }
