@@ -269,7 +269,9 @@ fn a_restart_of_postgres_mid_load_loses_nothing_and_doubles_nothing() {
     let dir = postgres.dir.path().to_owned();
     let direct = std::fs::read_to_string(dir.join("direct-url")).unwrap().trim().to_owned();
     let place = Place::Postgres { url: postgres.url.clone(), schema: "convo".into() };
-    let mut s = Server::at(&place, Framing::Ndjson, &[]);
+    // A write waits for the holder until the restart ends it, not until its lock
+    // timeout (5 s by default) would fail it first.
+    let mut s = Server::at(&place, Framing::Ndjson, &["--busy-timeout-ms", "120000"]);
     for n in 0..4 {
         s.call("session/create", json!({"session_id": format!("s{n}")}));
     }
