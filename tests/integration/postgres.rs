@@ -284,13 +284,13 @@ fn a_restart_of_postgres_mid_load_loses_nothing_and_doubles_nothing() {
             "lock-holder",
             "BEGIN; LOCK TABLE convo.messages IN EXCLUSIVE MODE; SELECT pg_sleep(600)",
         );
-        // convo's statement, waiting for the holder: not an autovacuum worker's, nor the
-        // holder's own `LOCK` (which waits while convo's transactions hold the table), nor
-        // one of convo's writers waiting for another's row lock, which the other's commit
-        // soon frees (the restart could then come between two batches of writes).
+        // convo's statement, waiting for the holder (so never the holder's own `LOCK`,
+        // which waits while convo's transactions hold the table): not an autovacuum
+        // worker's, nor one of convo's writers waiting for another's row lock, which the
+        // other's commit soon frees (the restart could then come between two batches).
         let waiting = "SELECT string_agg(a.query, '; ') FROM pg_stat_activity a \
             WHERE a.wait_event_type = 'Lock' AND a.backend_type = 'client backend' \
-            AND a.application_name <> 'lock-holder' AND EXISTS (SELECT 1 FROM pg_stat_activity h \
+            AND EXISTS (SELECT 1 FROM pg_stat_activity h \
             WHERE h.application_name = 'lock-holder' AND h.pid = ANY(pg_blocking_pids(a.pid)))";
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut waited = String::new();
