@@ -87,6 +87,9 @@ pub struct Connection {
     one_at_a_time: bool,
     shutting_down: bool,
     exit_code: Option<i32>,
+    /// The frame being taken is the last of its read: a reply made at once is written
+    /// at once (`Outbox::send_alone`).
+    last_of_read: bool,
 }
 
 impl Connection {
@@ -105,6 +108,7 @@ impl Connection {
             one_at_a_time: limits.one_at_a_time,
             shutting_down: false,
             exit_code: None,
+            last_of_read: false,
         }
     }
 
@@ -124,8 +128,11 @@ impl Connection {
         let mut frames = Vec::new();
         let mut taken = 0;
         while input.next(&mut frames).await {
-            for next in frames.drain(..) {
+            let mut read = frames.drain(..);
+            while let Some(next) = read.next() {
+                self.last_of_read = read.len() == 0;
                 self.incoming(next).await;
+                self.last_of_read = false;
                 if self.exit_code.is_some() {
                     break;
                 }
@@ -217,7 +224,11 @@ impl Connection {
             Poll::Ready(Some(reply)) => match self.budget.try_output(reply.len()) {
                 Some(output) => {
                     drop(input);
-                    self.outbox.send(reply.held_by(Some(output))).await;
+                    let reply = reply.held_by(Some(output));
+                    match self.last_of_read {
+                        true => self.outbox.send_alone(reply).await,
+                        false => self.outbox.send(reply).await,
+                    }
                     return;
                 }
                 None => Pending::Now(Some(reply)),

@@ -93,6 +93,12 @@ impl NonBlocking {
         }
     }
 
+    /// One write of what the pipe takes of `bufs` now, without waiting: `WouldBlock` when
+    /// it takes nothing.
+    pub fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.fd.get_ref().write_vectored(bufs)
+    }
+
     /// Writes every byte of `bufs`, in order, in as few system calls as the pipe allows.
     pub async fn write_all_vectored(&self, mut bufs: &mut [IoSlice<'_>]) -> io::Result<()> {
         IoSlice::advance_slices(&mut bufs, 0);

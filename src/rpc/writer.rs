@@ -2,6 +2,12 @@
 //! in the connection's framing, and writes whatever is queued in one go, the store's
 //! message texts from where they lie. Replies and the server's own notifications and
 //! requests all go through the cloneable `Outbox`.
+//!
+//! On a pipe or socket the output is shared, behind a lock, with `Outbox::send_alone`:
+//! a reply that nothing queued or being written precedes is written by whoever made it,
+//! without a turn of the writer task (a request at a time: about 6% of a round trip).
+//! The writer holds the lock from the moment it takes a message until it is written, so
+//! a reply written directly never passes one queued before it.
 
 #[cfg(unix)]
 use std::fs::File;
@@ -9,6 +15,8 @@ use std::io::{self, IoSlice, Write};
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
+#[cfg(unix)]
+use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
 use crate::rpc::budget::Hold;
 use crate::rpc::framing::{Framing, FramingCell};
@@ -88,16 +96,33 @@ impl From<String> for Reply {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Outbox {
     tx: mpsc::Sender<Reply>,
+    /// The output itself, when the writer is a task: for `send_alone`.
+    #[cfg(unix)]
+    direct: Option<Arc<AsyncMutex<Out>>>,
+}
+
+impl std::fmt::Debug for Outbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbox").finish_non_exhaustive()
+    }
 }
 
 impl Outbox {
+    fn new(tx: mpsc::Sender<Reply>) -> Self {
+        Outbox {
+            tx,
+            #[cfg(unix)]
+            direct: None,
+        }
+    }
+
     /// An outbox whose messages the caller reads itself (no writer).
     pub(crate) fn channel() -> (Self, mpsc::Receiver<Reply>) {
         let (tx, rx) = mpsc::channel(QUEUE);
-        (Outbox { tx }, rx)
+        (Outbox::new(tx), rx)
     }
 
     /// Queues one JSON message; waits while the queue is full. A closed output drops it.
@@ -105,6 +130,21 @@ impl Outbox {
         if self.tx.send(json.into()).await.is_err() {
             tracing::debug!("output closed; dropping a message");
         }
+    }
+
+    /// Sends `reply` as `send` does, but writes it at once when nothing is queued and the
+    /// output is free: for the reply to the last request of a read, which no other reply
+    /// made in that turn would join in one write. What the pipe does not take at once is
+    /// written by a task of its own, which holds the output until it is done.
+    pub async fn send_alone(&self, reply: Reply) {
+        #[cfg(unix)]
+        if let Some(direct) = &self.direct
+            && self.tx.capacity() == self.tx.max_capacity()
+            && let Ok(out) = direct.clone().try_lock_owned()
+        {
+            return write_now(out, reply);
+        }
+        self.send(reply).await;
     }
 }
 
@@ -134,15 +174,18 @@ impl Writer {
 /// nothing waits on a reader that is gone.
 pub fn spawn(sink: Sink, framing: Arc<FramingCell>) -> io::Result<(Outbox, Writer)> {
     let (tx, rx) = mpsc::channel::<Reply>(QUEUE);
-    let writer = match sink {
+    Ok(match sink {
         #[cfg(unix)]
         Sink::Fd(fd) => match NonBlocking::new(fd) {
-            Ok(out) => Writer::Task(tokio::spawn(write_polled(rx, out, framing))),
-            Err(fd) => spawn_thread(rx, Box::new(File::from(fd)), framing)?,
+            Ok(fd) => {
+                let out = Arc::new(AsyncMutex::new(Out { fd, framing, batch: Batch::default(), broken: false }));
+                let writer = Writer::Task(tokio::spawn(write_polled(rx, out.clone())));
+                (Outbox { tx, direct: Some(out) }, writer)
+            }
+            Err(fd) => (Outbox::new(tx), spawn_thread(rx, Box::new(File::from(fd)), framing)?),
         },
-        Sink::Writer(out) => spawn_thread(rx, out, framing)?,
-    };
-    Ok((Outbox { tx }, writer))
+        Sink::Writer(out) => (Outbox::new(tx), spawn_thread(rx, out, framing)?),
+    })
 }
 
 /// Everything queued right now, framed: `frame` holds the framing and the text parts,
@@ -157,25 +200,29 @@ struct Batch {
 }
 
 impl Batch {
+    /// `first` and what is queued behind it, up to `COALESCE` bytes.
     fn fill(&mut self, first: Reply, rx: &mut mpsc::Receiver<Reply>, framing: &FramingCell) {
-        self.frame.clear();
         let framing = framing.get().unwrap_or(Framing::Lsp);
         let (mut next, mut size) = (Some(first), 0);
         while let Some(reply) = next {
-            framing.open(reply.len, &mut self.frame);
-            self.frame.extend_from_slice(reply.head.as_bytes());
-            for part in reply.parts {
-                match part {
-                    Part::Shared(json) => self.shared.push((self.frame.len(), json)),
-                    part => self.frame.extend_from_slice(part.text().as_bytes()),
-                }
-            }
-            framing.close(&mut self.frame);
-            if let Some(hold) = reply.hold {
-                keep(&mut self.holds, hold);
-            }
             size += reply.len;
+            self.push(reply, framing);
             next = if size < COALESCE { rx.try_recv().ok() } else { None };
+        }
+    }
+
+    fn push(&mut self, reply: Reply, framing: Framing) {
+        framing.open(reply.len, &mut self.frame);
+        self.frame.extend_from_slice(reply.head.as_bytes());
+        for part in reply.parts {
+            match part {
+                Part::Shared(json) => self.shared.push((self.frame.len(), json)),
+                part => self.frame.extend_from_slice(part.text().as_bytes()),
+            }
+        }
+        framing.close(&mut self.frame);
+        if let Some(hold) = reply.hold {
+            keep(&mut self.holds, hold);
         }
     }
 
@@ -193,6 +240,7 @@ impl Batch {
     }
 
     fn written(&mut self) {
+        self.frame.clear();
         self.shared.clear();
         self.holds.clear();
     }
@@ -212,13 +260,25 @@ fn keep(holds: &mut Vec<Hold>, hold: Hold) {
 #[cfg(unix)]
 const GATHER_TURNS: u32 = 2;
 
+/// The output of a writer task, and what is being written to it.
 #[cfg(unix)]
-async fn write_polled(mut rx: mpsc::Receiver<Reply>, out: NonBlocking, framing: Arc<FramingCell>) {
-    let mut batch = Batch::default();
-    let mut broken = false;
+struct Out {
+    fd: NonBlocking,
+    framing: Arc<FramingCell>,
+    batch: Batch,
+    /// The output failed: what comes later is dropped.
+    broken: bool,
+}
+
+#[cfg(unix)]
+async fn write_polled(mut rx: mpsc::Receiver<Reply>, out: Arc<AsyncMutex<Out>>) {
     let mut last = 0;
     while let Some(first) = rx.recv().await {
-        if !broken {
+        // Taken at once (no turn of the runtime between): a direct write now would pass
+        // `first`.
+        let mut out = out.lock().await;
+        let Out { fd, framing, batch, broken } = &mut *out;
+        if !*broken {
             // After a write of several replies (requests pipelined), the replies behind
             // them come a turn or two of the runtime apart: those are waited for, so that
             // one write (one wakeup of the reader) carries them all. After a write of one
@@ -230,11 +290,46 @@ async fn write_polled(mut rx: mpsc::Receiver<Reply>, out: NonBlocking, framing: 
                 idle = if rx.len() > before { 0 } else { idle + 1 };
             }
             last = rx.len() + 1;
-            batch.fill(first, &mut rx, &framing);
-            broken = report(out.write_all_vectored(&mut batch.slices()).await);
+            batch.fill(first, &mut rx, framing);
+            *broken = report(fd.write_all_vectored(&mut batch.slices()).await);
             batch.written();
         }
     }
+    // A direct write may still be finishing.
+    drop(out.lock().await);
+}
+
+/// `Outbox::send_alone`'s write: one system call, and a task for what it left.
+#[cfg(unix)]
+fn write_now(mut out: OwnedMutexGuard<Out>, reply: Reply) {
+    let Out { fd, framing, batch, broken } = &mut *out;
+    if *broken {
+        return;
+    }
+    batch.push(reply, framing.get().unwrap_or(Framing::Lsp));
+    let total = batch.frame.len() + batch.shared.iter().map(|(_, json)| json.get().len()).sum::<usize>();
+    let written = match fd.try_write_vectored(&batch.slices()) {
+        Ok(n) => n,
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => 0,
+        Err(e) => {
+            *broken = report(Err(e));
+            batch.written();
+            return;
+        }
+    };
+    if written == total {
+        batch.written();
+        return;
+    }
+    tokio::spawn(async move {
+        let Out { fd, batch, broken, .. } = &mut *out;
+        let mut slices = batch.slices();
+        let mut rest = &mut slices[..];
+        IoSlice::advance_slices(&mut rest, written);
+        *broken = report(fd.write_all_vectored(rest).await);
+        drop(slices);
+        batch.written();
+    });
 }
 
 fn spawn_thread(
@@ -329,5 +424,65 @@ mod tests {
     fn a_reply_reads_back_whole() {
         let reply = Reply::new("{\"r\":".into(), vec![shared("[1,2]"), Part::Static("}")]);
         assert_eq!((reply.len(), reply.into_string()), (11, String::from("{\"r\":[1,2]}")));
+    }
+}
+
+#[cfg(all(test, unix))]
+mod direct_tests {
+    use std::io::Read;
+
+    use super::*;
+
+    /// A writer on the write end of a pipe (ndjson framing), and its read end.
+    fn piped() -> (Outbox, Writer, File) {
+        let (read, write) = rustix::pipe::pipe().unwrap();
+        let (outbox, writer) = spawn(Sink::Fd(write), FramingCell::new(Some(Framing::Ndjson))).unwrap();
+        (outbox, writer, File::from(read))
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap()
+    }
+
+    /// Nothing queued: the reply is in the pipe when `send_alone` returns, with no turn
+    /// of the runtime (the writer task never ran).
+    #[test]
+    fn a_reply_sent_alone_with_nothing_queued_is_written_at_once() {
+        runtime().block_on(async {
+            let (outbox, writer, mut read) = piped();
+            outbox.send_alone(String::from(r#"{"id":1}"#).into()).await;
+            let mut got = [0; 64];
+            let n = read.read(&mut got).unwrap();
+            assert_eq!(&got[..n], b"{\"id\":1}\n");
+            drop(outbox);
+            writer.join().await;
+        });
+    }
+
+    /// A reply larger than the pipe takes is finished by a task of its own; what is sent
+    /// after it, queued or alone, follows it whole, in the order sent.
+    #[test]
+    fn what_follows_a_reply_the_pipe_did_not_take_whole_waits_for_it() {
+        let big = format!("\"{}\"", "x".repeat(3 << 20));
+        let reader = |mut read: File| {
+            std::thread::spawn(move || {
+                let mut all = Vec::new();
+                read.read_to_end(&mut all).unwrap();
+                all
+            })
+        };
+        runtime().block_on(async {
+            let (outbox, writer, read) = piped();
+            outbox.send_alone(big.clone().into()).await;
+            // Nothing read yet: the pipe holds at most 1 MiB of the 3. Nothing is queued,
+            // but the output is taken: "1" is queued, not written into the middle.
+            outbox.send_alone(String::from("1").into()).await;
+            outbox.send(String::from("2")).await;
+            outbox.send_alone(String::from("3").into()).await;
+            let all = reader(read);
+            drop(outbox);
+            writer.join().await;
+            assert_eq!(String::from_utf8(all.join().unwrap()).unwrap(), format!("{big}\n1\n2\n3\n"));
+        });
     }
 }
