@@ -90,9 +90,10 @@ impl Bits {
         bytes.iter().rev().fold(0, |value, &b| value << 7 | u128::from(b & 0x7f))
     }
 
-    /// The head of a text kept with `BITS`: the id's bits, then the time's.
-    fn head(id: u128, micros: i64) -> String {
-        let mut head = String::with_capacity(ID_BYTES + TIME_BYTES);
+    /// The head of a text kept with `BITS`: the id's bits, then the time's; with room
+    /// for `more` bytes after it.
+    fn head(id: u128, micros: i64, more: usize) -> String {
+        let mut head = String::with_capacity(ID_BYTES + TIME_BYTES + more);
         Bits::put(&mut head, id, ID_BYTES);
         Bits::put(&mut head, u128::from(micros as u64), TIME_BYTES);
         head
@@ -152,7 +153,8 @@ impl Stored {
                 let bits = m.id.as_deref().and_then(Bits::id).zip(crate::session::micros_of(&m.created_at));
                 Some(match bits {
                     Some((id, micros)) => {
-                        let mut text = Bits::head(id, micros);
+                        // Room for the content as a JSON string with nothing to escape.
+                        let mut text = Bits::head(id, micros, content.len() + 2);
                         push_string(&mut text, content);
                         (text, BITS)
                     }

@@ -147,6 +147,10 @@ impl MemoryStore {
 
     /// Tells watchers of a committed change; called with `sessions` locked.
     fn publish(&self, session_id: &str, entry: &Entry, kind: ChangeKind) {
+        // Nobody watches (no `session/watch`, the usual case): no change to make.
+        if !self.feed.watched() {
+            return;
+        }
         let message_count = entry.history.len() as u64;
         self.feed.publish(Change { session_id: session_id.to_owned(), revision: entry.revision, kind, message_count });
     }
