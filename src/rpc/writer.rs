@@ -135,7 +135,10 @@ impl Outbox {
     /// Sends `reply` as `send` does, but writes it at once when nothing is queued and the
     /// output is free: for the reply to the last request of a read, which no other reply
     /// made in that turn would join in one write. What the pipe does not take at once is
-    /// written by a task of its own, which holds the output until it is done.
+    /// written by a task of its own, which holds the output until it is done. The queue
+    /// being empty and the output free together mean nothing sent before is unwritten
+    /// only because the writer task runs on this thread (the server's runtime has one):
+    /// it takes the output as soon as it takes a message, with no turn between.
     pub async fn send_alone(&self, reply: Reply) {
         #[cfg(unix)]
         if let Some(direct) = &self.direct
@@ -274,9 +277,12 @@ struct Out {
 async fn write_polled(mut rx: mpsc::Receiver<Reply>, out: Arc<AsyncMutex<Out>>) {
     let mut last = 0;
     while let Some(first) = rx.recv().await {
-        // Taken at once (no turn of the runtime between): a direct write now would pass
-        // `first`.
-        let mut out = out.lock().await;
+        // Taken before any turn of the runtime (a direct write then would pass `first`):
+        // `lock` may yield for the task's budget even when the lock is free.
+        let mut out = match out.try_lock() {
+            Ok(out) => out,
+            Err(_) => out.lock().await,
+        };
         let Out { fd, framing, batch, broken } = &mut *out;
         if !*broken {
             // After a write of several replies (requests pipelined), the replies behind
@@ -435,13 +441,27 @@ mod direct_tests {
 
     /// A writer on the write end of a pipe (ndjson framing), and its read end.
     fn piped() -> (Outbox, Writer, File) {
-        let (read, write) = rustix::pipe::pipe().unwrap();
+        let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
         let (outbox, writer) = spawn(Sink::Fd(write), FramingCell::new(Some(Framing::Ndjson))).unwrap();
         (outbox, writer, File::from(read))
     }
 
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap()
+    }
+
+    /// What is in the pipe now, without waiting for more.
+    fn in_pipe(read: &mut File) -> String {
+        let flags = rustix::fs::fcntl_getfl(&*read).unwrap();
+        rustix::fs::fcntl_setfl(&*read, flags | rustix::fs::OFlags::NONBLOCK).unwrap();
+        let mut got = vec![0; 1 << 16];
+        let n = match read.read(&mut got) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            Err(e) => panic!("{e}"),
+        };
+        rustix::fs::fcntl_setfl(&*read, flags).unwrap();
+        String::from_utf8(got[..n].to_vec()).unwrap()
     }
 
     /// Nothing queued: the reply is in the pipe when `send_alone` returns, with no turn
@@ -451,11 +471,24 @@ mod direct_tests {
         runtime().block_on(async {
             let (outbox, writer, mut read) = piped();
             outbox.send_alone(String::from(r#"{"id":1}"#).into()).await;
-            let mut got = [0; 64];
-            let n = read.read(&mut got).unwrap();
-            assert_eq!(&got[..n], b"{\"id\":1}\n");
+            assert_eq!(in_pipe(&mut read), "{\"id\":1}\n");
             drop(outbox);
             writer.join().await;
+        });
+    }
+
+    /// A reply queued before, which the writer task has not taken yet: the one sent
+    /// alone is queued behind it.
+    #[test]
+    fn a_reply_sent_alone_behind_a_queued_one_is_queued() {
+        runtime().block_on(async {
+            let (outbox, writer, mut read) = piped();
+            outbox.send(String::from("1")).await;
+            outbox.send_alone(String::from("2").into()).await;
+            assert_eq!(in_pipe(&mut read), "", "nothing written before the writer's turn");
+            drop(outbox);
+            writer.join().await;
+            assert_eq!(in_pipe(&mut read), "1\n2\n");
         });
     }
 

@@ -99,9 +99,12 @@ impl Feed {
         watcher
     }
 
-    /// Whether anyone watches (a store may skip work for nobody).
+    /// Whether anyone watches (a store may skip work for nobody); forgets the watchers
+    /// gone since the last change, as `publish` does.
     pub fn watched(&self) -> bool {
-        lock(&self.watchers).iter().any(|w| w.strong_count() > 0)
+        let mut watchers = lock(&self.watchers);
+        watchers.retain(|w| w.strong_count() > 0);
+        !watchers.is_empty()
     }
 }
 
@@ -157,8 +160,16 @@ mod tests {
     fn a_dropped_watcher_is_forgotten() {
         let feed = Feed::default();
         drop(feed.watch());
-        assert!(!feed.watched());
         feed.publish(change("a", 1));
+        assert!(lock(&feed.watchers).is_empty());
+        // Also when only asked whether anyone watches (a store that then publishes
+        // nothing), as the memory store asks at every change.
+        let kept = feed.watch();
+        drop(feed.watch());
+        assert!(feed.watched());
+        assert_eq!(lock(&feed.watchers).len(), 1);
+        drop(kept);
+        assert!(!feed.watched());
         assert!(lock(&feed.watchers).is_empty());
     }
 }

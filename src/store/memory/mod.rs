@@ -147,7 +147,7 @@ impl MemoryStore {
 
     /// Tells watchers of a committed change; called with `sessions` locked.
     fn publish(&self, session_id: &str, entry: &Entry, kind: ChangeKind) {
-        // Nobody watches (no `session/watch`, the usual case): no change to make.
+        // Nobody watches (no `session/subscribe`, the usual case): no change to make.
         if !self.feed.watched() {
             return;
         }
