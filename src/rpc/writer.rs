@@ -313,8 +313,9 @@ fn write_now(mut out: OwnedMutexGuard<Out>, reply: Reply) {
         return;
     }
     batch.push(reply, framing.get().unwrap_or(Framing::Lsp));
-    let total = batch.frame.len() + batch.shared.iter().map(|(_, json)| json.get().len()).sum::<usize>();
-    let written = match fd.try_write_vectored(&batch.slices()) {
+    let slices = batch.slices();
+    let total: usize = slices.iter().map(|slice| slice.len()).sum();
+    let written = match fd.try_write_vectored(&slices) {
         Ok(n) => n,
         Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => 0,
         Err(e) => {

@@ -85,8 +85,18 @@ pub struct Watcher {
 impl Feed {
     /// Hands a committed change to every watcher.
     pub fn publish(&self, change: Change) {
+        self.publish_with(|| change);
+    }
+
+    /// Hands the change `change` makes to every watcher; makes none when nobody watches
+    /// (the memory store, where making one is most of the cost of telling it).
+    pub fn publish_with(&self, change: impl FnOnce() -> Change) {
         let mut watchers = lock(&self.watchers);
         watchers.retain(|w| w.strong_count() > 0);
+        if watchers.is_empty() {
+            return;
+        }
+        let change = change();
         for watcher in watchers.iter().filter_map(Weak::upgrade) {
             watcher.push(change.clone());
         }

@@ -147,12 +147,14 @@ impl MemoryStore {
 
     /// Tells watchers of a committed change; called with `sessions` locked.
     fn publish(&self, session_id: &str, entry: &Entry, kind: ChangeKind) {
-        // Nobody watches (no `session/subscribe`, the usual case): no change to make.
-        if !self.feed.watched() {
-            return;
-        }
+        // Nobody watches (no `session/subscribe`, the usual case): no change is made.
         let message_count = entry.history.len() as u64;
-        self.feed.publish(Change { session_id: session_id.to_owned(), revision: entry.revision, kind, message_count });
+        self.feed.publish_with(|| Change {
+            session_id: session_id.to_owned(),
+            revision: entry.revision,
+            kind,
+            message_count,
+        });
     }
 
     fn drafts(&self) -> MutexGuard<'_, HashMap<String, Draft>> {
