@@ -572,3 +572,44 @@ fn a_version_1_postgres_schema_gains_image_refs() {
     let version = crate::postgres::psql(url, &format!("SELECT version FROM {schema}.meta"));
     assert_eq!(version, crate::postgres::SCHEMA_VERSION.to_string());
 }
+
+/// `session/history` of `id` holds exactly "{word} 0", "{word} 1", ... up to `n`.
+fn assert_history(s: &mut Server, id: &str, word: &str, n: usize) {
+    let history = s.call("session/history", json!({"session_id": id}));
+    let messages = history["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), n, "the history of {id}");
+    let wrong = (0..n).find(|&i| messages[i]["content"] != json!(format!("{word} {i}")));
+    assert_eq!(wrong.map(|i| &messages[i]["content"]), None, "the history of {id}, at {wrong:?}");
+}
+
+fn add_numbered(s: &mut Server, id: &str, word: &str, range: std::ops::Range<usize>) {
+    let messages: Vec<Value> = range.map(|i| json!({"role": "user", "content": format!("{word} {i}")})).collect();
+    s.call("session/add_messages", json!({"session_id": id, "messages": messages}));
+}
+
+/// SQLite keeps the history it rendered, in pieces of 1,024 positions, for the next read
+/// (issue 47; that reads take them is shown by `sqlite::tx`'s tests): a read after
+/// appends gives every message, and a session deleted, its segment's id taken by a new
+/// session's, is never read from them, whichever process deleted it.
+#[test]
+fn a_kept_history_is_never_another_sessions() {
+    for other_process in [false, true] {
+        let Some((place, _dir)) = Place::fresh(Backend::Sqlite) else { return };
+        let mut a = Server::at(&place, Framing::Ndjson, &[]);
+        let mut b = Server::at(&place, Framing::Ndjson, &[]);
+        a.call("session/create", json!({"session_id": "first"}));
+        add_numbered(&mut a, "first", "first", 0..2100);
+        assert_history(&mut a, "first", "first", 2100);
+        add_numbered(&mut a, "first", "first", 2100..2200);
+        assert_history(&mut a, "first", "first", 2200);
+
+        let changer = if other_process { &mut b } else { &mut a };
+        changer.call("session/delete", json!({"session_id": "first"}));
+        changer.call("session/create", json!({"session_id": "second"}));
+        add_numbered(changer, "second", "second", 0..2100);
+        assert_history(&mut a, "second", "second", 2100);
+        assert_history(&mut b, "second", "second", 2100);
+        add_numbered(&mut b, "second", "second", 2100..3100);
+        assert_history(&mut a, "second", "second", 3100);
+    }
+}

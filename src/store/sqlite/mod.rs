@@ -24,6 +24,7 @@ mod drafts;
 mod errors;
 mod file;
 mod reads;
+mod rendered;
 mod rows;
 mod schema;
 mod search;

@@ -14,6 +14,7 @@ use crate::error::Result;
 use crate::lock;
 use crate::pool::{Beside, Pool};
 use crate::store::sqlite::errors::sql;
+use crate::store::sqlite::rendered::Rendered;
 use crate::store::sqlite::schema::{self, Mode, Settings};
 
 /// How many reads run at once, each on its own connection and thread.
@@ -33,6 +34,8 @@ struct Shared {
     mode: Mode,
     idle: Mutex<Vec<Connection>>,
     closed: AtomicBool,
+    /// Histories as rendered by earlier reads.
+    rendered: Rendered,
 }
 
 /// What a read may run beside it: another read, on a connection and in a transaction of
@@ -45,8 +48,21 @@ pub struct Other {
 impl Readers {
     /// The pool, keeping `first` (a connection already open) for its first read.
     pub fn new(path: PathBuf, settings: Settings, mode: Mode, first: Connection) -> Self {
-        let shared = Shared { path, settings, mode, idle: Mutex::new(vec![first]), closed: AtomicBool::new(false) };
+        let shared = Shared {
+            path,
+            settings,
+            mode,
+            idle: Mutex::new(vec![first]),
+            closed: AtomicBool::new(false),
+            rendered: Rendered::default(),
+        };
         Readers { shared: Arc::new(shared), pool: Pool::new("sqlite reader", READERS) }
+    }
+
+    /// Histories as rendered by earlier reads of this pool.
+    #[cfg(test)]
+    pub fn rendered(&self) -> &Rendered {
+        &self.shared.rendered
     }
 
     /// Closes the idle connections; reads after it fail with 1006.
@@ -77,6 +93,11 @@ impl Other {
     {
         let shared = self.shared.clone();
         self.pool.try_beside(move || shared.transaction(work))
+    }
+
+    /// Histories as rendered by earlier reads of this pool.
+    pub fn rendered(&self) -> &Rendered {
+        &self.shared.rendered
     }
 }
 

@@ -15,6 +15,7 @@ use crate::store::sql::tx::Appending;
 use crate::store::sql::{Listing, Searching, SessionRow, Tx, parse_role};
 use crate::store::sqlite::errors::sql;
 use crate::store::sqlite::reads::Other;
+use crate::store::sqlite::rendered::CHUNK;
 use crate::store::sqlite::rows::{self, MESSAGE_COLUMNS, SESSION_COLUMNS};
 use crate::store::sqlite::{changes, commit, drafts, search};
 use crate::store::{Found, MessageJson, message_json};
@@ -53,6 +54,25 @@ impl<'c> Lite<'c> {
             true => spliced_rows(c, segment, mid, hi).map(Some),
             false => Ok(None),
         })
+    }
+
+    /// Messages `[lo, hi)` of `segment` from the database. A long range is read in two
+    /// halves at once, the second on another connection (a second core stepping and
+    /// splicing), when that connection's snapshot is this one's: when the change log's
+    /// newest row is the same in both, since every committed change to a session's
+    /// messages logs one in its own transaction (`changes::record`). Otherwise, or when
+    /// the pool has no place free or the other read fails, this connection reads it all.
+    fn read_json(&self, segment: i64, lo: u64, hi: u64) -> Result<Vec<MessageJson>> {
+        let mid = lo + (hi - lo) / 2;
+        let Some(second) = self.read_beside(segment, lo, mid, hi) else {
+            return spliced_rows(self.conn, segment, lo, hi);
+        };
+        let mut out = spliced_rows(self.conn, segment, lo, mid)?;
+        match second.wait() {
+            Ok(Ok(Some(rest))) => out.extend(rest),
+            _ => out.extend(spliced_rows(self.conn, segment, mid, hi)?),
+        }
+        Ok(out)
     }
 
     pub fn conn(&self) -> &'c Connection {
@@ -184,21 +204,40 @@ impl Tx for Lite<'_> {
         Ok(out)
     }
 
-    /// Spliced from the rows' columns (`spliced_rows`). A long range is read in two
-    /// halves at once, the second on another connection (a second core stepping and
-    /// splicing), when that connection's snapshot is this one's: when the change log's
-    /// newest row is the same in both, since every committed change to a session's
-    /// messages logs one in its own transaction (`changes::record`). Otherwise, or when
-    /// the pool has no place free or the other read fails, this connection reads it all.
+    /// Spliced from the rows' columns (`spliced_rows`); on a read connection, the whole
+    /// `rendered::CHUNK`-position pieces an earlier read kept are taken from there
+    /// (`rendered`), the rest read (`read_json`) and its whole pieces kept.
     async fn messages_json(&self, segment: i64, lo: u64, hi: u64) -> Result<Vec<MessageJson>> {
-        let mid = lo + (hi - lo) / 2;
-        let Some(second) = self.read_beside(segment, lo, mid, hi) else {
-            return spliced_rows(self.conn, segment, lo, hi);
+        let chunks = lo.div_ceil(CHUNK)..hi / CHUNK;
+        let Some(rendered) = self.other.map(Other::rendered).filter(|_| !chunks.is_empty()) else {
+            return self.read_json(segment, lo, hi);
         };
-        let mut out = spliced_rows(self.conn, segment, lo, mid)?;
-        match second.wait() {
-            Ok(Ok(Some(rest))) => out.extend(rest),
-            _ => out.extend(spliced_rows(self.conn, segment, mid, hi)?),
+        let Some(checked) = rendered.check(self.conn)? else { return self.read_json(segment, lo, hi) };
+        let mut out = Vec::with_capacity((hi - lo) as usize);
+        // Reads `[from, to)` into `out`, keeping the whole pieces it holds.
+        let read = |out: &mut Vec<MessageJson>, from: u64, to: u64| -> Result<()> {
+            let got = self.read_json(segment, from, to)?;
+            if got.len() as u64 == to - from {
+                for chunk in from.div_ceil(CHUNK)..to / CHUNK {
+                    let at = (chunk * CHUNK - from) as usize;
+                    rendered.keep(checked, segment, chunk, got[at..at + CHUNK as usize].to_vec());
+                }
+            }
+            out.extend(got);
+            Ok(())
+        };
+        let mut from = lo;
+        for (chunk, kept) in chunks.clone().zip(rendered.take(checked, segment, chunks)) {
+            if let Some(kept) = kept {
+                if from < chunk * CHUNK {
+                    read(&mut out, from, chunk * CHUNK)?;
+                }
+                out.extend(kept);
+                from = (chunk + 1) * CHUNK;
+            }
+        }
+        if from < hi {
+            read(&mut out, from, hi)?;
         }
         Ok(out)
     }
@@ -288,8 +327,9 @@ impl Tx for Lite<'_> {
 }
 
 /// Messages `[lo, hi)` of `segment`, spliced from the rows' columns where they have no
-/// images (`rows::message_json`), into texts of about `SPLICED` bytes each, so that a
-/// reply writes a long history in a few pieces, and no message is an allocation of its own.
+/// images (`rows::message_json`), into texts of about `SPLICED` bytes each (or to the end
+/// of a `rendered::CHUNK`-position piece), so that a reply writes a long history in a few
+/// pieces, and no message is an allocation of its own.
 fn spliced_rows(conn: &Connection, segment: i64, lo: u64, hi: u64) -> Result<Vec<MessageJson>> {
     let mut stmt = conn
         .prepare_cached(&format!(
@@ -301,9 +341,16 @@ fn spliced_rows(conn: &Connection, segment: i64, lo: u64, hi: u64) -> Result<Vec
     // The spliced text being written, and the messages' places in it.
     let (mut text, mut ranges) = (String::new(), Vec::new());
     while let Some(row) = found.next().map_err(sql)? {
+        // A text ends where a piece `rendered` keeps does, so that a kept piece holds
+        // no text of another.
+        let at = lo + (out.len() + ranges.len()) as u64;
+        if at.is_multiple_of(CHUNK) {
+            spliced(&mut out, &mut text, &mut ranges);
+        }
         if text.capacity() == 0 {
-            // Room for the rows left at 1 KB each, up to one text's worth.
-            let left = (hi.saturating_sub(lo) as usize).saturating_sub(out.len() + ranges.len());
+            // Room for the rows left in the range and the piece at 1 KB each, up to one
+            // text's worth.
+            let left = hi.saturating_sub(at).min(CHUNK - at % CHUNK) as usize;
             text.reserve(left.saturating_mul(1024).min(SPLICED + SPLICED / 8));
         }
         let end = text.len();
@@ -334,6 +381,11 @@ const SPLICED: usize = 1 << 20;
 /// Hands out the messages spliced into `text` so far, leaving both empty.
 fn spliced(out: &mut Vec<MessageJson>, text: &mut String, ranges: &mut Vec<Range<usize>>) {
     if !ranges.is_empty() {
+        // A text kept (`rendered`) holds what was reserved for it: room a short range or
+        // short rows left is given back.
+        if text.capacity() > text.len() + text.len() / 4 {
+            text.shrink_to_fit();
+        }
         let text = Arc::new(std::mem::take(text));
         out.extend(ranges.drain(..).map(|range| MessageJson::Spliced { text: text.clone(), range }));
     }
@@ -363,29 +415,13 @@ mod tests {
     /// read began and before the second half's connection looks.
     #[tokio::test]
     async fn a_long_range_is_read_in_halves_from_one_snapshot() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("sessions.db");
-        let settings = Settings {
-            full_durability: false,
-            busy_timeout: std::time::Duration::from_secs(5),
-            follow_symlinks: false,
-        };
-        std::fs::File::create(&path).unwrap();
-        let writer = schema::open_writer(&path, settings).unwrap();
-        let n = 3 * HALVED;
-        writer.execute_batch("BEGIN").unwrap();
-        for seq in 0..n {
-            let m = Message::new(Role::User, format!("message {seq}").into());
-            rows::insert_message(&writer, 1, seq, &m, 1).unwrap();
-        }
-        changes::record(&writer, "s", 1, ChangeKind::Appended, n).unwrap();
-        writer.execute_batch("COMMIT").unwrap();
-        let first = schema::open_reader(&path, settings, Mode::Shared).unwrap();
-        let readers = Readers::new(path.clone(), settings, Mode::Shared, first);
+        // Its middle is not where a kept piece ends, where one connection's texts end too.
+        let n = 3 * HALVED + 100;
+        let (_dir, writer, readers, _) = rendered_store(n);
         let texts = |out: Vec<MessageJson>| out.iter().map(|m| m.get().to_owned()).collect::<Vec<_>>();
 
         // Whether the messages on either side of the middle were spliced apart: one
-        // connection splices 1 MiB at a time (the first 3,072 of these take 0.7 MiB),
+        // connection splices 1 MiB at a time (or a kept piece's 1,024 of these),
         // the halves each their own.
         let mid = (n / 2) as usize;
         let apart_at_mid = move |out: &[MessageJson]| match (&out[mid - 1], &out[mid]) {
@@ -395,7 +431,7 @@ mod tests {
 
         let ((split, halves), (unsplit, whole)) = readers
             .read(move |c, other| {
-                let halves = run_now(Lite::reading(c, other).messages_json(1, 0, n))?;
+                let halves = Lite::reading(c, other).read_json(1, 0, n)?;
                 let whole = spliced_rows(c, 1, 0, n)?;
                 Ok(((apart_at_mid(&halves), texts(halves)), (apart_at_mid(&whole), texts(whole))))
             })
@@ -413,15 +449,149 @@ mod tests {
                 writer.execute_batch("BEGIN; UPDATE messages SET content = '\"changed\"'").unwrap();
                 changes::record(&writer, "s", 2, ChangeKind::Updated, n).unwrap();
                 writer.execute_batch("COMMIT").unwrap();
-                let after = texts(run_now(Lite::reading(c, other).messages_json(1, 0, n))?);
+                let after = texts(Lite::reading(c, other).read_json(1, 0, n)?);
                 Ok((before, after))
             })
             .await
             .unwrap();
         assert_eq!(after, before);
         assert!(!after.iter().any(|t| t.contains("changed")));
-        let now = readers.read(move |c, other| Ok(texts(run_now(Lite::reading(c, other).messages_json(1, 0, n))?)));
+        let now = readers.read(move |c, other| Ok(texts(Lite::reading(c, other).read_json(1, 0, n)?)));
         assert!(now.await.unwrap().iter().all(|t| t.contains(r#""content":"changed""#)));
+    }
+
+    /// A store's file with `n` messages in segment 1, "message {seq}" each, and its readers.
+    fn rendered_store(n: u64) -> (tempfile::TempDir, Connection, Readers, Settings) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions.db");
+        let settings = Settings {
+            full_durability: false,
+            busy_timeout: std::time::Duration::from_secs(5),
+            follow_symlinks: false,
+        };
+        std::fs::File::create(&path).unwrap();
+        let writer = schema::open_writer(&path, settings).unwrap();
+        write_rows(&writer, "message", 0..n, ChangeKind::Appended);
+        let first = schema::open_reader(&path, settings, Mode::Shared).unwrap();
+        let readers = Readers::new(path, settings, Mode::Shared, first);
+        (dir, writer, readers, settings)
+    }
+
+    /// Writes positions `seqs` of segment 1 in one transaction that logs `kind`; a change
+    /// that is not an append first deletes what is there, as reclaiming a segment whose
+    /// id is then taken again would.
+    fn write_rows(writer: &Connection, word: &str, seqs: Range<u64>, kind: ChangeKind) {
+        writer.execute_batch("BEGIN").unwrap();
+        if kind != ChangeKind::Appended {
+            rows::delete_messages(writer, 1, seqs.start, seqs.end).unwrap();
+        }
+        for seq in seqs.clone() {
+            let m = Message::new(Role::User, format!("{word} {seq}").into());
+            rows::insert_message(writer, 1, seq, &m, 1).unwrap();
+        }
+        changes::record(writer, "s", 1, kind, seqs.end).unwrap();
+        writer.execute_batch("COMMIT").unwrap();
+    }
+
+    /// The messages of positions `[0, n)` of segment 1, as a read of `readers` gives them.
+    async fn read_rendered(readers: &Readers, n: u64) -> Vec<MessageJson> {
+        readers.read(move |c, other| run_now(Lite::reading(c, other).messages_json(1, 0, n))).await.unwrap()
+    }
+
+    fn same_text(a: &MessageJson, b: &MessageJson) -> bool {
+        match (a, b) {
+            (MessageJson::Spliced { text: a, .. }, MessageJson::Spliced { text: b, .. }) => Arc::ptr_eq(a, b),
+            _ => panic!("a row without images is spliced"),
+        }
+    }
+
+    fn texts_of(out: &[MessageJson]) -> Vec<String> {
+        out.iter().map(|m| m.get().to_owned()).collect()
+    }
+
+    /// A read keeps the whole pieces it read, the next takes them (the very texts) and
+    /// reads only the rest, and an append leaves them kept; what comes back is always
+    /// what the database holds.
+    #[tokio::test]
+    async fn whole_pieces_are_kept_and_taken_by_the_next_read() {
+        let n = 2 * CHUNK + 10;
+        let (_dir, writer, readers, _) = rendered_store(n);
+        let first = read_rendered(&readers, n).await;
+        let whole = |n: u64| {
+            let c = &writer;
+            texts_of(&spliced_rows(c, 1, 0, n).unwrap())
+        };
+        assert_eq!(texts_of(&first), whole(n));
+        assert_eq!(readers.rendered().kept().0, 2);
+        assert!(!same_text(&first[CHUNK as usize - 1], &first[CHUNK as usize]), "a text ends with its piece");
+
+        let again = read_rendered(&readers, n).await;
+        assert_eq!(texts_of(&again), whole(n));
+        assert!(
+            same_text(&first[0], &again[0])
+                && same_text(&first[2 * CHUNK as usize - 1], &again[2 * CHUNK as usize - 1])
+        );
+        assert!(!same_text(&first[2 * CHUNK as usize], &again[2 * CHUNK as usize]), "the rest is read again");
+
+        let m = 3 * CHUNK + 5;
+        write_rows(&writer, "message", n..m, ChangeKind::Appended);
+        let grown = read_rendered(&readers, m).await;
+        assert_eq!(texts_of(&grown), whole(m));
+        assert!(same_text(&first[0], &grown[0]), "an append leaves the pieces kept");
+        assert_eq!(readers.rendered().kept().0, 3);
+        // A read that starts inside a piece takes the whole ones after it.
+        let inside =
+            readers.read(move |c, other| run_now(Lite::reading(c, other).messages_json(1, 5, m - 1))).await.unwrap();
+        assert_eq!(texts_of(&inside), whole(m)[5..(m - 1) as usize]);
+        assert!(same_text(&first[CHUNK as usize], &inside[CHUNK as usize - 5]));
+    }
+
+    /// A change that is not an append lets every piece go, for whichever read sees it
+    /// first; a read in a snapshot older than the newest checked neither takes nor keeps
+    /// pieces, and reads its own snapshot.
+    #[tokio::test]
+    async fn a_change_that_is_not_an_append_lets_the_pieces_go() {
+        let n = 2 * CHUNK;
+        let (dir, writer, readers, settings) = rendered_store(n);
+        let path = dir.path().join("sessions.db");
+        let (old, new) = readers
+            .read(move |c, other| {
+                let before = run_now(Lite::reading(c, other).messages_json(1, 0, n))?;
+                // The same positions rewritten, as when a deleted segment's id is taken again.
+                write_rows(&writer, "rewritten", 0..n, ChangeKind::Deleted);
+                let newer = schema::open_reader(&path, settings, Mode::Shared).unwrap();
+                newer.execute_batch("BEGIN").unwrap();
+                let new = run_now(Lite::reading(&newer, other).messages_json(1, 0, n))?;
+                newer.execute_batch("COMMIT").unwrap();
+                let old = run_now(Lite::reading(c, other).messages_json(1, 0, n))?;
+                assert!(!same_text(&before[0], &old[0]), "the older snapshot took no piece");
+                Ok((texts_of(&old), new))
+            })
+            .await
+            .unwrap();
+        assert!(old.iter().enumerate().all(|(i, t)| t.contains(&format!(r#""message {i}""#))));
+        assert!(texts_of(&new).iter().enumerate().all(|(i, t)| t.contains(&format!(r#""rewritten {i}""#))));
+        let now = read_rendered(&readers, n).await;
+        assert_eq!(texts_of(&now), texts_of(&new));
+        assert!(same_text(&now[0], &new[0]), "the pieces the newer snapshot kept");
+    }
+
+    /// Pieces are let go when the change log no longer holds every row since the cache
+    /// last looked (pruned behind its newest), since a row pruned may have been any change.
+    #[tokio::test]
+    async fn a_log_pruned_past_the_last_look_lets_the_pieces_go() {
+        let n = CHUNK;
+        let (_dir, writer, readers, _) = rendered_store(n);
+        let first = read_rendered(&readers, n).await;
+        write_rows(&writer, "message", n..n + 1, ChangeKind::Appended);
+        assert!(same_text(&first[0], &read_rendered(&readers, n).await[0]));
+        write_rows(&writer, "message", n + 1..n + 2, ChangeKind::Appended);
+        write_rows(&writer, "message", n + 2..n + 3, ChangeKind::Appended);
+        let newest = changes::newest(&writer).unwrap();
+        writer.execute("DELETE FROM changes WHERE seq = ?1", [newest - 1]).unwrap();
+        let after = read_rendered(&readers, n).await;
+        assert!(!same_text(&first[0], &after[0]));
+        assert_eq!(texts_of(&after), texts_of(&first));
     }
 
     /// A page after a cursor seeks in the index (issue 47: each page had scanned every
