@@ -495,7 +495,12 @@ mod tests {
 
     /// The messages of positions `[0, n)` of segment 1, as a read of `readers` gives them.
     async fn read_rendered(readers: &Readers, n: u64) -> Vec<MessageJson> {
-        readers.read(move |c, other| run_now(Lite::reading(c, other).messages_json(1, 0, n))).await.unwrap()
+        read_range(readers, 0, n).await
+    }
+
+    /// The messages of positions `[lo, hi)` of segment 1, as a read of `readers` gives them.
+    async fn read_range(readers: &Readers, lo: u64, hi: u64) -> Vec<MessageJson> {
+        readers.read(move |c, other| run_now(Lite::reading(c, other).messages_json(1, lo, hi))).await.unwrap()
     }
 
     fn same_text(a: &MessageJson, b: &MessageJson) -> bool {
@@ -517,10 +522,7 @@ mod tests {
         let n = 2 * CHUNK + 10;
         let (_dir, writer, readers, _) = rendered_store(n);
         let first = read_rendered(&readers, n).await;
-        let whole = |n: u64| {
-            let c = &writer;
-            texts_of(&spliced_rows(c, 1, 0, n).unwrap())
-        };
+        let whole = |n: u64| texts_of(&spliced_rows(&writer, 1, 0, n).unwrap());
         assert_eq!(texts_of(&first), whole(n));
         assert_eq!(readers.rendered().kept().0, 2);
         assert!(!same_text(&first[CHUNK as usize - 1], &first[CHUNK as usize]), "a text ends with its piece");
@@ -540,8 +542,7 @@ mod tests {
         assert!(same_text(&first[0], &grown[0]), "an append leaves the pieces kept");
         assert_eq!(readers.rendered().kept().0, 3);
         // A read that starts inside a piece takes the whole ones after it.
-        let inside =
-            readers.read(move |c, other| run_now(Lite::reading(c, other).messages_json(1, 5, m - 1))).await.unwrap();
+        let inside = read_range(&readers, 5, m - 1).await;
         assert_eq!(texts_of(&inside), whole(m)[5..(m - 1) as usize]);
         assert!(same_text(&first[CHUNK as usize], &inside[CHUNK as usize - 5]));
     }
