@@ -112,6 +112,16 @@ impl Connection {
         }
     }
 
+    /// Whether nothing but this loop can be waiting to run, for the input to wait on its
+    /// own (`Input::next`): no frame is in flight, nothing is unwritten, and the runtime
+    /// has no task but those it had when the connection began (`no_new_tasks`: the
+    /// writer, which then waits for this loop's replies, the sweeper, on its timer, and a
+    /// store's own). A watch, a write the pipe did not take at once, or work that waits
+    /// on a store's thread each make a task.
+    fn quiet(&self, no_new_tasks: bool) -> bool {
+        no_new_tasks && self.in_flight.available_permits() == MAX_IN_FLIGHT as usize && self.outbox.is_idle()
+    }
+
     /// Waits until every frame taken so far has been answered.
     pub(crate) async fn settle(&self) {
         let _all = self.in_flight.acquire_many(MAX_IN_FLIGHT).await;
@@ -127,7 +137,13 @@ impl Connection {
     pub async fn run(mut self, mut input: Input) -> i32 {
         let mut frames = Vec::new();
         let mut taken = 0;
-        while input.next(&mut frames).await {
+        let runtime = tokio::runtime::Handle::current().metrics();
+        let tasks = runtime.num_alive_tasks();
+        loop {
+            let quiet = self.quiet(runtime.num_alive_tasks() == tasks);
+            if !input.next(&mut frames, quiet).await {
+                break;
+            }
             let mut read = frames.drain(..);
             while let Some(next) = read.next() {
                 self.last_of_read = read.len() == 0;
@@ -541,6 +557,23 @@ mod tests {
     async fn run(connection: Connection, input: Input) {
         let ran = tokio::time::timeout(std::time::Duration::from_secs(20), connection.run(input)).await;
         assert_eq!(ran, Ok(0), "every request was answered");
+    }
+
+    /// The input waits on its own only while nothing else can be waiting: not while a
+    /// frame is in flight or a reply is unwritten, nor once the runtime has more tasks
+    /// than the connection began with.
+    #[tokio::test]
+    async fn the_input_waits_on_its_own_only_when_nothing_else_is_waiting() {
+        let (connection, _input, mut out_rx) = connect(Registry::default(), &[]);
+        assert!(connection.quiet(true));
+        assert!(!connection.quiet(false));
+        let in_flight = connection.in_flight.clone().acquire_owned().await.unwrap();
+        assert!(!connection.quiet(true));
+        drop(in_flight);
+        connection.outbox.send(String::from("{}")).await;
+        assert!(!connection.quiet(true));
+        out_rx.recv().await.unwrap();
+        assert!(connection.quiet(true));
     }
 
     /// Of 40 requests read at once and answered at once, the replies to each 16 reach

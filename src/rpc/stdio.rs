@@ -1,6 +1,8 @@
 //! The byte streams under the protocol. When stdin or stdout is a pipe or a socket (as
 //! when an editor or a Node/Python host spawns convo), it is made non-blocking and
-//! served on the runtime's own thread: a message costs no thread hand-off. A file or a
+//! served on the runtime's own thread: a message costs no thread hand-off (and while
+//! nothing else waits to run, the input waits on a poll of its own, without the runtime's
+//! park and wake-up: `Input::next`). A file or a
 //! terminal cannot be polled, and a terminal's flags are shared with the shell, so those
 //! are served by a blocking thread instead (`convo < session.ndjson`). On Windows every
 //! stream is served by a blocking thread: its pipes are read and written as raw bytes
@@ -15,6 +17,8 @@ use std::{
 };
 
 #[cfg(unix)]
+use rustix::event::{PollFd, PollFlags, Timespec};
+#[cfg(unix)]
 use rustix::fs::{FileType, OFlags};
 #[cfg(unix)]
 use tokio::io::unix::AsyncFd;
@@ -24,6 +28,10 @@ use crate::rpc::framing::{Decoder, Incoming};
 
 /// How much is read at once.
 const CHUNK: usize = 64 * 1024;
+/// How long a quiet server waits for input on its own before it leaves the wait to the
+/// runtime (`Input::next`).
+#[cfg(unix)]
+const QUIET_WAIT: Timespec = Timespec { tv_sec: 0, tv_nsec: 1_000_000 };
 /// The pipe buffer asked for: Linux's default limit for unprivileged processes.
 #[cfg(target_os = "linux")]
 const PIPE_BUFFER: usize = 1 << 20;
@@ -79,6 +87,33 @@ impl NonBlocking {
         }
     }
 
+    /// Reads what is there, or waits for it here with a `poll(2)` of its own for at most
+    /// `QUIET_WAIT`, with no turn of the runtime: `None` when nothing came in that time.
+    /// `drained`: the last read emptied the pipe, so the wait comes first. Only for when
+    /// nothing else on this thread can be waiting to run (`Input::next`).
+    fn read_here(&self, buf: &mut [u8], drained: bool) -> Option<io::Result<usize>> {
+        if drained && !self.wait_here() {
+            return None;
+        }
+        loop {
+            match self.fd.get_ref().read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if !self.wait_here() {
+                        return None;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                read => return Some(read),
+            }
+        }
+    }
+
+    /// Whether the input became readable (or ended) within `QUIET_WAIT`.
+    fn wait_here(&self) -> bool {
+        let mut fds = [PollFd::new(self.fd.get_ref(), PollFlags::IN)];
+        rustix::event::poll(&mut fds, Some(&QUIET_WAIT)).is_ok_and(|ready| ready > 0)
+    }
+
     pub async fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
             let mut ready = self.fd.readable().await?;
@@ -129,6 +164,9 @@ pub struct Input {
     /// The polled source's read buffer.
     #[cfg(unix)]
     chunk: Vec<u8>,
+    /// The last read took all there was.
+    #[cfg(unix)]
+    drained: bool,
     ended: bool,
 }
 
@@ -154,17 +192,38 @@ impl Input {
             decoder,
             #[cfg(unix)]
             chunk: vec![0; CHUNK],
+            #[cfg(unix)]
+            drained: false,
             ended: false,
         })
     }
 
     /// Reads until at least one frame is complete and appends the frames to `out`;
     /// false once the input has ended and every frame has been handed out.
-    pub async fn next(&mut self, out: &mut Vec<Incoming>) -> bool {
+    ///
+    /// `quiet`: nothing else on the runtime is running or waiting (`Connection::quiet`).
+    /// A polled input then waits for the next bytes on this thread, with a `poll(2)` of
+    /// its own for up to a millisecond, before it leaves the wait to the runtime: a
+    /// request at a time, the runtime's park and wake-up cost about 4% of a round trip
+    /// (BENCHMARKS.md). Meanwhile the runtime does nothing: a timer, or a task woken from
+    /// another thread, waits for a millisecond of silence, or at most for the 16th frame
+    /// since the runtime's last turn, after which the connection always yields
+    /// (`FRAMES_PER_TURN`).
+    pub async fn next(&mut self, out: &mut Vec<Incoming>, quiet: bool) -> bool {
+        #[cfg(not(unix))]
+        let _ = quiet;
         while out.is_empty() && !self.ended {
             let read: io::Result<&[u8]> = match &mut self.kind {
                 #[cfg(unix)]
-                InputKind::Polled(fd) => fd.read(&mut self.chunk).await.map(|n| &self.chunk[..n]),
+                InputKind::Polled(fd) => {
+                    let here = quiet.then(|| fd.read_here(&mut self.chunk, self.drained)).flatten();
+                    let read = match here {
+                        Some(read) => read,
+                        None => fd.read(&mut self.chunk).await,
+                    };
+                    self.drained = read.as_ref().is_ok_and(|&n| n < self.chunk.len());
+                    read.map(|n| &self.chunk[..n])
+                }
                 InputKind::Thread(rx) => match rx.recv().await {
                     Some(chunk) => {
                         self.decoder.push(&chunk, out);
@@ -213,4 +272,39 @@ fn spawn_reader(mut reader: Box<dyn Read + Send>) -> io::Result<mpsc::Receiver<V
         }
     })?;
     Ok(rx)
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// The input's own wait: what is there is read at once, an empty pipe is left to the
+    /// runtime after `QUIET_WAIT`, and a closed one reads as ended.
+    #[tokio::test]
+    async fn a_quiet_read_takes_what_is_there_and_gives_up_on_an_empty_pipe() {
+        let (read, write) = rustix::pipe::pipe().unwrap();
+        let Ok(input) = NonBlocking::new(read) else { panic!("a pipe can be polled") };
+        let mut write = File::from(write);
+        let mut buf = [0; 16];
+
+        write.write_all(b"hello").unwrap();
+        for drained in [false, true] {
+            assert_eq!(input.read_here(&mut buf, drained).unwrap().unwrap(), 5);
+            assert_eq!(&buf[..5], b"hello");
+            write.write_all(b"hello").unwrap();
+        }
+        assert_eq!(input.read_here(&mut buf, false).unwrap().unwrap(), 5);
+
+        let start = Instant::now();
+        assert!(input.read_here(&mut buf, true).is_none());
+        assert!(input.read_here(&mut buf, false).is_none());
+        assert!(start.elapsed() >= Duration::from_millis(2), "each waited a millisecond");
+
+        // What the runtime's wait then finds is all there is.
+        write.write_all(b"more").unwrap();
+        assert_eq!(input.read(&mut buf).await.unwrap(), 4);
+        drop(write);
+        assert_eq!(input.read_here(&mut buf, true).unwrap().unwrap(), 0);
+    }
 }

@@ -132,6 +132,18 @@ impl Outbox {
         }
     }
 
+    /// Nothing is queued or being written.
+    pub fn is_idle(&self) -> bool {
+        let free = || {
+            #[cfg(unix)]
+            if let Some(direct) = &self.direct {
+                return direct.try_lock().is_ok();
+            }
+            true
+        };
+        self.tx.capacity() == self.tx.max_capacity() && free()
+    }
+
     /// Sends `reply` as `send` does, but writes it at once when nothing is queued and the
     /// output is free: for the reply to the last request of a read, which no other reply
     /// made in that turn would join in one write. What the pipe does not take at once is
@@ -471,8 +483,10 @@ mod direct_tests {
     fn a_reply_sent_alone_with_nothing_queued_is_written_at_once() {
         runtime().block_on(async {
             let (outbox, writer, mut read) = piped();
+            assert!(outbox.is_idle());
             outbox.send_alone(String::from(r#"{"id":1}"#).into()).await;
             assert_eq!(in_pipe(&mut read), "{\"id\":1}\n");
+            assert!(outbox.is_idle());
             drop(outbox);
             writer.join().await;
         });
@@ -485,6 +499,7 @@ mod direct_tests {
         runtime().block_on(async {
             let (outbox, writer, mut read) = piped();
             outbox.send(String::from("1")).await;
+            assert!(!outbox.is_idle(), "a reply is queued");
             outbox.send_alone(String::from("2").into()).await;
             assert_eq!(in_pipe(&mut read), "", "nothing written before the writer's turn");
             drop(outbox);
@@ -508,6 +523,7 @@ mod direct_tests {
         runtime().block_on(async {
             let (outbox, writer, read) = piped();
             outbox.send_alone(big.clone().into()).await;
+            assert!(!outbox.is_idle(), "the rest of the reply is unwritten");
             // Nothing read yet: the pipe holds at most 1 MiB of the 3. Nothing is queued,
             // but the output is taken: "1" is queued, not written into the middle.
             outbox.send_alone(String::from("1").into()).await;
