@@ -542,14 +542,14 @@ fn a_writer_sees_what_another_process_did_between_its_appends() {
 }
 
 /// psql, fed statements one at a time: a transaction the test holds open.
-struct Psql {
+pub struct Psql {
     child: std::process::Child,
     input: std::process::ChildStdin,
     output: std::io::BufReader<std::process::ChildStdout>,
 }
 
 impl Psql {
-    fn start(url: &str) -> Psql {
+    pub fn start(url: &str) -> Psql {
         let mut child = Command::new("psql")
             .args([url, "-XAtq", "-v", "ON_ERROR_STOP=1"])
             .stdin(std::process::Stdio::piped())
@@ -560,13 +560,13 @@ impl Psql {
         Psql { child, input, output: std::io::BufReader::new(output) }
     }
 
-    fn send(&mut self, sql: &str) {
+    pub fn send(&mut self, sql: &str) {
         use std::io::Write as _;
         writeln!(self.input, "{sql}").and_then(|()| self.input.flush()).expect("psql's input");
     }
 
     /// The next line psql prints.
-    fn line(&mut self) -> String {
+    pub fn line(&mut self) -> String {
         use std::io::BufRead as _;
         let mut line = String::new();
         self.output.read_line(&mut line).expect("psql's output");
@@ -574,7 +574,7 @@ impl Psql {
     }
 
     /// Ends its input; whether every statement succeeded.
-    fn finish(self) -> bool {
+    pub fn finish(self) -> bool {
         let Psql { mut child, input, .. } = self;
         drop(input);
         child.wait().expect("psql").success()

@@ -6,10 +6,13 @@
 //! notification arrives, and every 250 ms whether or not one did (behind a pooler LISTEN
 //! may not work, and notifications sent while the LISTEN connection reconnects are lost).
 //! Each read takes the rows past the highest position it has seen, and the rows of the
-//! transactions that were still running at its last read: a row that was not visible
-//! then belongs to one of those, or was written after that read (and so has a higher
-//! position). So a row committed late with a low position is not skipped, and no row is
-//! delivered twice. LISTEN runs on a connection of its own (`listen_url=`, else the
+//! transactions its last read could not see: those its snapshot lists as running, and
+//! every one from the snapshot's `xmax` on, which PostgreSQL treats as running without
+//! listing them (`xmax` is one past the last transaction to finish, so a transaction
+//! that took its id before a read, but after the last one to finish, is not listed). A
+//! row that was not visible then belongs to one of those, or was written after that
+//! read (and so has a higher position). So a row committed late with a low position is
+//! not skipped, and no row is delivered twice. LISTEN runs on a connection of its own (`listen_url=`, else the
 //! store's URL), open only while someone watches; rows older than ten minutes are
 //! removed by the writers.
 //!
@@ -112,11 +115,13 @@ impl Changes {
     }
 }
 
-/// Where the last read left off: the highest position seen, the transactions that were
-/// still running then, the server that answered, and the changes read lately.
+/// Where the last read left off: the highest position seen, the transactions it could
+/// not see (those listed as running, and every one from `xmax` on), the server that
+/// answered, and the changes read lately.
 struct Place {
     top: i64,
     running: Vec<i64>,
+    xmax: i64,
     server: Server,
     seen: Seen,
 }
@@ -158,7 +163,7 @@ enum Scan {
     /// The first: where "now" is, and the rows of the last `REMEMBERED` positions to
     /// remember (none delivered).
     Start,
-    /// The rows past the last read's top, and those of the transactions running then.
+    /// The rows past the last read's top, and those of the transactions it could not see.
     Next,
     /// On a new server (a promoted standby, positions that went back): the rows of the
     /// last `REMEMBERED` positions as they stand there, those not read before delivered.
@@ -245,7 +250,7 @@ async fn next(
 
 impl Default for Place {
     fn default() -> Self {
-        Place { top: 0, running: Vec::new(), server: Server { system: 0, timeline: 0 }, seen: Seen::default() }
+        Place { top: 0, running: Vec::new(), xmax: 0, server: Server { system: 0, timeline: 0 }, seen: Seen::default() }
     }
 }
 
@@ -282,12 +287,13 @@ fn scan_sql(identify: bool) -> String {
         "0::int8 AS system, 0::int8 AS timeline"
     };
     format!(
-        "SELECT r.running, r.top, r.system, r.timeline, \
+        "SELECT r.running, r.top, r.system, r.timeline, r.xmax, \
                 c.pos, c.session_id, c.revision, c.kind, c.message_count, c.xid, c.stamp \
          FROM (SELECT ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) x) AS running, \
+                      pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax, \
                       (SELECT coalesce(max(pos), 0) FROM convo.changes) AS top, {server}) r \
          LEFT JOIN (SELECT *, (extract(epoch FROM at) * 1000000)::int8 AS stamp FROM convo.changes) c \
-           ON c.pos > $1 OR c.xid = ANY($2) OR c.pos > r.top - $3 \
+           ON c.pos > $1 OR c.xid = ANY($2) OR c.xid >= $4 OR c.pos > r.top - $3 \
          ORDER BY c.pos"
     )
 }
@@ -311,11 +317,11 @@ async fn scan(
         Err(e) => return Err((e, place)),
     };
     let db = Db::new(&client, schema);
-    let (after, running, window) = match how {
-        Scan::Start | Scan::Resume => (None, Vec::new(), Some(REMEMBERED)),
-        Scan::Next => (Some(place.top), place.running.clone(), None),
+    let (after, running, unseen, window) = match how {
+        Scan::Start | Scan::Resume => (None, Vec::new(), None, Some(REMEMBERED)),
+        Scan::Next => (Some(place.top), place.running.clone(), Some(place.xmax), None),
     };
-    let params: [&dyn crate::store::postgres::rows::Param; 3] = [&after, &running, &window];
+    let params: [&dyn crate::store::postgres::rows::Param; 4] = [&after, &running, &window, &unseen];
     let read = async {
         let rows = query(db, &scan_sql(IDENTIFY.load(Ordering::Relaxed)), &params).await;
         if let Err(crate::Error::StorageUnavailable(m)) = &rows
@@ -379,7 +385,7 @@ async fn scan(
     }
 }
 
-/// Takes the rows of one `scan` into `place` (the transactions running, the highest
+/// Takes the rows of one `scan` into `place` (the transactions it could not see, the highest
 /// position, the rows remembered); the changes to deliver: none at the start, and on a
 /// resume only those not read before.
 fn read_rows(
@@ -391,20 +397,21 @@ fn read_rows(
     for (i, row) in rows.iter().enumerate() {
         if i == 0 {
             place.running = row.try_get(0)?;
+            place.xmax = row.try_get(4)?;
         }
-        let Some(pos) = row.try_get::<_, Option<i64>>(4)? else { continue };
+        let Some(pos) = row.try_get::<_, Option<i64>>(5)? else { continue };
         place.top = place.top.max(pos);
-        let fresh = place.seen.note(pos, (row.try_get(9)?, row.try_get(10)?));
-        let kind: String = row.try_get(7)?;
+        let fresh = place.seen.note(pos, (row.try_get(10)?, row.try_get(11)?));
+        let kind: String = row.try_get(8)?;
         let Some(kind) = ChangeKind::parse(&kind) else { continue };
         if how == Scan::Start || !fresh {
             continue;
         }
         found.push(Change {
-            session_id: row.try_get(5)?,
-            revision: row.try_get::<_, i64>(6)? as u64,
+            session_id: row.try_get(6)?,
+            revision: row.try_get::<_, i64>(7)? as u64,
             kind,
-            message_count: row.try_get::<_, i64>(8)? as u64,
+            message_count: row.try_get::<_, i64>(9)? as u64,
         });
     }
     Ok(found)
