@@ -113,7 +113,7 @@ impl Ops {
     }
 
     /// Every change committed from now on (`session/subscribe`).
-    pub async fn watch(&self) -> Arc<Watcher> {
+    pub async fn watch(&self) -> Result<Arc<Watcher>> {
         self.store.watch().await
     }
 }

@@ -387,7 +387,8 @@ pub trait ImageStore: Send + Sync + 'static {
 pub trait ChangeFeed: Send + Sync + 'static {
     /// Watches every change committed from now on, by this process or (for a store
     /// several processes share) by any other: once it returns, no later change is missed.
-    async fn watch(&self) -> Arc<feed::Watcher>;
+    /// `StorageUnavailable` when the store could not make that so in time.
+    async fn watch(&self) -> Result<Arc<feed::Watcher>>;
 }
 
 /// The store's own consistency (`convo fsck`).

@@ -192,8 +192,8 @@ fn a_subscriber_whose_listen_connection_is_killed_gets_every_change() {
 /// A change written by a transaction that took its id after another's, wrote its row
 /// before it (a lower position) and committed after it, is delivered. A read between the
 /// two commits does not list the younger transaction as running: PostgreSQL lists only
-/// the running ids below the snapshot's `xmax`, which is one past the last to finish (the
-/// older). That read sees the older change at the higher position, so a reader that
+/// the running ids below the snapshot's `xmax`, which is one past the highest id finished
+/// (the older's). That read sees the older change at the higher position, so a reader that
 /// took only later positions and the listed transactions' rows skipped the younger one
 /// (how a subscriber of `a_subscriber_whose_listen_connection_is_killed_gets_every_change`
 /// missed a session's last change, its writers committing side by side). A transaction
@@ -268,6 +268,103 @@ fn a_read_of_the_change_table_that_waits_is_given_up_after_the_busy_timeout() {
     assert_eq!((&n["session_id"], &n["revision"], &n["change"]), (&json!("s"), &json!(1), &json!("appended")));
     a.finish();
     b.finish();
+}
+
+/// A TCP proxy to a server that can stop passing bytes on (`freeze`): a server, or a
+/// pooler, that does not answer, with the connections to it still open.
+struct Proxy {
+    port: u16,
+    frozen: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Proxy {
+    fn to(server: std::net::SocketAddr) -> Proxy {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let frozen = std::sync::Arc::new(AtomicBool::new(false));
+        let pass = frozen.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let (Ok(client), Ok(upstream)) = (client, std::net::TcpStream::connect(server)) else { continue };
+                for (from, to) in [(client.try_clone().unwrap(), upstream.try_clone().unwrap()), (upstream, client)] {
+                    let pass = pass.clone();
+                    std::thread::spawn(move || {
+                        let (mut from, mut to) = (from, to);
+                        let mut buf = [0; 16384];
+                        while let Ok(n @ 1..) = std::io::Read::read(&mut from, &mut buf) {
+                            while pass.load(Ordering::SeqCst) {
+                                std::thread::sleep(Duration::from_millis(10));
+                            }
+                            if std::io::Write::write_all(&mut to, &buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                        let _ = to.shutdown(std::net::Shutdown::Write);
+                    });
+                }
+            }
+        });
+        Proxy { port, frozen }
+    }
+
+    fn freeze(&self, frozen: bool) {
+        self.frozen.store(frozen, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A read of the change table on a server that stops answering (its connection open) is
+/// given up a second after the busy timeout, from its BEGIN on, and the connection
+/// closed; once the server answers again, the changes made meanwhile are told. Before,
+/// only the read's query was timed: a BEGIN the server did not answer waited on forever,
+/// and so did the subscriber. A subscription asked for meanwhile fails with 1006 after
+/// ten seconds, and none is made: the reader's first read only finds where "now" is, so
+/// a subscription that answered without it would miss the changes committed until then.
+#[test]
+fn a_read_the_server_does_not_answer_is_given_up_and_a_subscribe_then_fails() {
+    let Some((Place::Postgres { schema, .. }, _)) = Place::fresh(Backend::Postgres) else { return };
+    let direct = crate::harness::postgres_direct_url().unwrap();
+    // postgres://user:password@host:port/database
+    let (head, rest) = direct.rsplit_once('@').unwrap();
+    let (address, database) = rest.split_once('/').unwrap();
+    let proxy = Proxy::to(address.parse().unwrap());
+    let through = format!("{head}@127.0.0.1:{}/{database}", proxy.port);
+    // LISTEN goes straight to the server: notifications still wake the reader.
+    let url = format!("{through}?listen_url={}", encode(&direct));
+    let place = Place::Postgres { url, schema: schema.clone() };
+    let mut a = Server::at(&Place::Postgres { url: direct.clone(), schema }, Framing::Ndjson, &[]);
+    let busy = ["--busy-timeout-ms", "1000"];
+    let mut b = Server::at(&place, Framing::Ndjson, &busy);
+    let mut c = Server::at(&place, Framing::Ndjson, &busy);
+    a.call("session/create", json!({"session_id": "s"}));
+    b.call("session/subscribe", json!({}));
+    // Past the reads that follow a subscribe (its LISTEN, once up, asks for one): the
+    // freeze falls between reads, and the next read's BEGIN is what goes unanswered.
+    std::thread::sleep(Duration::from_secs(1));
+    proxy.freeze(true);
+    a.call("session/add_user", json!({"session_id": "s", "text": "while frozen"}));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !b.stderr().contains("the change table was not read within 1000 ms: no answer") {
+        assert!(std::time::Instant::now() < deadline, "no read was given up: {}", b.stderr());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let started = std::time::Instant::now();
+    let error = c.fail("session/subscribe", json!({}), 1006);
+    assert!(started.elapsed() >= Duration::from_secs(10), "{error}");
+    assert!(error["message"].as_str().unwrap().contains("the change table could not be read within 10 s"), "{error}");
+
+    proxy.freeze(false);
+    a.call("session/add_user", json!({"session_id": "s", "text": "after"}));
+    let seen = until(&mut b, "s", 2, "appended");
+    in_revision_order(&seen);
+    // c watches nothing (its subscribe made none), and can subscribe now.
+    c.assert_silent();
+    c.call("session/subscribe", json!({}));
+    a.call("session/add_user", json!({"session_id": "s", "text": "last"}));
+    assert_eq!(until(&mut c, "s", 3, "appended").len(), 1);
+    a.finish();
+    b.finish();
+    c.finish();
 }
 
 fn status_kib(pid: u32, field: &str) -> u64 {

@@ -24,7 +24,7 @@ pub struct Subscribed {
 /// unknown `session_id` is not 1001.
 pub async fn subscribe(ctx: Arc<Ctx>, p: SubscribeParams, _: Arc<Call>) -> Result<Subscribed> {
     let session_id = p.session_id.map(SessionId::into_string);
-    let subscription_id = ctx.subscriptions.add(ctx.ops.watch().await, session_id, ctx.peer.clone());
+    let subscription_id = ctx.subscriptions.add(ctx.ops.watch().await?, session_id, ctx.peer.clone());
     Ok(Subscribed { subscription_id })
 }
 

@@ -619,8 +619,8 @@ impl ImageStore for MemoryStore {
 
 #[async_trait]
 impl ChangeFeed for MemoryStore {
-    async fn watch(&self) -> Arc<Watcher> {
-        self.feed.watch()
+    async fn watch(&self) -> Result<Arc<Watcher>> {
+        Ok(self.feed.watch())
     }
 }
 

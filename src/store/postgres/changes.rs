@@ -8,8 +8,8 @@
 //! Each read takes the rows past the highest position it has seen, and the rows of the
 //! transactions its last read could not see: those its snapshot lists as running, and
 //! every one from the snapshot's `xmax` on, which PostgreSQL treats as running without
-//! listing them (`xmax` is one past the last transaction to finish, so a transaction
-//! that took its id before a read, but after the last one to finish, is not listed). A
+//! listing them (`xmax` is one past the highest id of the transactions finished, so a
+//! transaction that took its id before a read, but after that one's, is not listed). A
 //! row that was not visible then belongs to one of those, or was written after that
 //! read (and so has a higher position). So a row committed late with a low position is
 //! not skipped, and no row is delivered twice. LISTEN runs on a connection of its own (`listen_url=`, else the
@@ -40,7 +40,7 @@ use crate::error::Result;
 use crate::store::feed::{Change, ChangeKind, Feed, Watcher};
 use crate::store::postgres::connect::Target;
 use crate::store::postgres::errors::pg;
-use crate::store::postgres::pool::Connections;
+use crate::store::postgres::pool::{self, Connections};
 use crate::store::postgres::rows::{Db, execute, query};
 
 pub const CHANNEL: &str = "convo";
@@ -101,17 +101,22 @@ impl Changes {
     }
 
     /// Watches every change committed from now on: returns once the reader has read the
-    /// table after the watcher was registered (or after `READY_WITHIN`, with a warning,
-    /// when the server cannot be read).
-    pub async fn watch(&self) -> Arc<Watcher> {
+    /// table after the watcher was registered. When it has not within `READY_WITHIN`
+    /// (the server cannot be read), `StorageUnavailable`, and nothing is watched: the
+    /// first read the reader makes only finds where "now" is, so the changes committed
+    /// until then would never be told.
+    pub async fn watch(&self) -> Result<Arc<Watcher>> {
         let watcher = self.feed.watch();
         let ticket = self.wanted.fetch_add(1, Ordering::AcqRel) + 1;
         self.wake.notify_one();
         let mut ready = self.ready.subscribe();
-        if tokio::time::timeout(READY_WITHIN, ready.wait_for(|taken| *taken >= ticket)).await.is_err() {
-            tracing::warn!("the change table could not be read; changes are delivered once it can");
+        match tokio::time::timeout(READY_WITHIN, ready.wait_for(|taken| *taken >= ticket)).await {
+            Ok(Ok(_)) => Ok(watcher),
+            _ => Err(crate::Error::StorageUnavailable(format!(
+                "the change table could not be read within {} s; nothing is watched",
+                READY_WITHIN.as_secs()
+            ))),
         }
-        watcher
     }
 }
 
@@ -309,11 +314,17 @@ async fn scan(
     // The server gives up a read that waits longer than the busy timeout (on a lock,
     // say): the feed says so and reads again, instead of stalling without a word. A read
     // waiting in a pooler's queue for a server connection, or on a server that does not
-    // answer, is given up here a second later, and its connection closed.
+    // answer, is given up here a second later, from its BEGIN to its COMMIT, and its
+    // connection closed.
     let within = connections.patience().max(POLL * 4);
+    let by = tokio::time::Instant::now() + within + Duration::from_secs(1);
+    let not_read = |why: &str| {
+        crate::Error::StorageUnavailable(format!("the change table was not read within {} ms{why}", within.as_millis()))
+    };
     let opening = format!("BEGIN; SET LOCAL statement_timeout = {}", within.as_millis());
-    let client = match connections.begin(&opening).await {
+    let client = match connections.begin(&opening, Some(by)).await {
         Ok(client) => client,
+        Err(_) if tokio::time::Instant::now() >= by => return Err((not_read(": no answer"), place)),
         Err(e) => return Err((e, place)),
     };
     let db = Db::new(&client, schema);
@@ -338,14 +349,11 @@ async fn scan(
         }
         rows
     };
-    let not_read = |why: &str| {
-        crate::Error::StorageUnavailable(format!("the change table was not read within {} ms{why}", within.as_millis()))
-    };
-    let rows = match tokio::time::timeout(within + Duration::from_secs(1), read).await {
+    let rows = match tokio::time::timeout_at(by, read).await {
         Ok(read) => {
             // Ends a failed transaction too (as a rollback); a connection on which even
-            // that fails is not used again.
-            if client.batch_execute("COMMIT").await.is_err() {
+            // that fails, or that does not answer it in time, is not used again.
+            if !matches!(pool::within(Some(by), client.batch_execute("COMMIT")).await, Some(Ok(()))) {
                 drop(deadpool_postgres::Object::take(client));
             }
             match read {

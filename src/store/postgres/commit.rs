@@ -163,7 +163,7 @@ async fn commit_group(
     carry: &Carry,
     mut pending: VecDeque<Queued>,
 ) -> VecDeque<Queued> {
-    let db = match connections.begin(opening).await {
+    let db = match connections.begin(opening, None).await {
         Ok(db) => db,
         Err(e) => {
             for job in pending {

@@ -131,7 +131,7 @@ impl Engine for Postgres {
             let db = self.connections.get().await?;
             return read.apply(&Pg::new(&db, &self.schema)).await;
         }
-        let db = self.connections.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?;
+        let db = self.connections.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", None).await?;
         let tx = Pg::new(&db, &self.schema);
         let result = read.apply(&tx).await;
         let ended = db.batch_execute(if result.is_ok() { "COMMIT" } else { "ROLLBACK" }).await;
@@ -147,7 +147,7 @@ impl Engine for Postgres {
         Ok(())
     }
 
-    async fn watch(&self) -> Arc<Watcher> {
+    async fn watch(&self) -> Result<Arc<Watcher>> {
         self.changes.watch().await
     }
 }

@@ -110,18 +110,27 @@ impl Connections {
     }
 
     /// A connection on which `opening` (the statements that open a transaction) has run;
-    /// a connection the server closed meanwhile is replaced once.
-    pub async fn begin(&self, opening: &str) -> Result<Object> {
-        let db = self.get().await?;
-        match db.batch_execute(opening).await {
-            Ok(()) => Ok(db),
-            Err(e) if e.is_closed() || db.is_closed() => {
-                drop(Object::take(db));
-                let db = self.get().await?;
-                db.batch_execute(opening).await.map_err(crate::store::postgres::errors::pg)?;
-                Ok(db)
+    /// a connection the server closed meanwhile is replaced once. Given up at `by`, when
+    /// there is one: a connection whose opening was not answered by then (the pooler
+    /// found no server for it, or the server does not answer) is closed, never put back
+    /// in the pool with a statement in flight.
+    pub async fn begin(&self, opening: &str, by: Option<tokio::time::Instant>) -> Result<Object> {
+        let late = || Error::StorageUnavailable(format!("no answer from PostgreSQL at {}", self.shown));
+        let mut replaced = false;
+        loop {
+            let db = within(by, self.get()).await.ok_or_else(late)??;
+            match within(by, db.batch_execute(opening)).await {
+                Some(Ok(())) => return Ok(db),
+                Some(Err(e)) if !replaced && (e.is_closed() || db.is_closed()) => {
+                    drop(Object::take(db));
+                    replaced = true;
+                }
+                Some(Err(e)) => return Err(crate::store::postgres::errors::pg(e)),
+                None => {
+                    drop(Object::take(db));
+                    return Err(late());
+                }
             }
-            Err(e) => Err(crate::store::postgres::errors::pg(e)),
         }
     }
 
@@ -133,6 +142,14 @@ impl Connections {
         drop(Object::take(db));
         self.pool.retain(|_, _| false);
         tracing::warn!(error = %why, "PostgreSQL refused a write; its connections are closed and new ones will be made");
+    }
+}
+
+/// `work`'s outcome, or `None` when `by` came first.
+pub async fn within<F: std::future::Future>(by: Option<tokio::time::Instant>, work: F) -> Option<F::Output> {
+    match by {
+        Some(by) => tokio::time::timeout_at(by, work).await.ok(),
+        None => Some(work.await),
     }
 }
 

@@ -33,7 +33,7 @@ pub trait Engine: Send + Sync + 'static {
         self.flush()
     }
     /// Watches every change committed from now on, by any process.
-    fn watch(&self) -> impl Future<Output = Arc<Watcher>> + Send;
+    fn watch(&self) -> impl Future<Output = Result<Arc<Watcher>>> + Send;
     /// Why this process cannot write the store, when it opened it for reading only.
     fn read_only(&self) -> Option<&str> {
         None
@@ -241,7 +241,7 @@ impl<E: Engine> ImageStore for SqlStore<E> {
 
 #[async_trait]
 impl<E: Engine> ChangeFeed for SqlStore<E> {
-    async fn watch(&self) -> Arc<Watcher> {
+    async fn watch(&self) -> Result<Arc<Watcher>> {
         self.engine.watch().await
     }
 }

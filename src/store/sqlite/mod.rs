@@ -180,7 +180,7 @@ impl Engine for Sqlite {
         Ok(())
     }
 
-    async fn watch(&self) -> Arc<Watcher> {
+    async fn watch(&self) -> Result<Arc<Watcher>> {
         // Watching before the poller starts: it publishes from its first row on.
         let watcher = self.feed.watch();
         self.poller.call_once(|| {
@@ -200,6 +200,6 @@ impl Engine for Sqlite {
                 }
             }
         });
-        watcher
+        Ok(watcher)
     }
 }
