@@ -4,28 +4,30 @@
 //!
 //! While anyone in this process watches, a task reads the table: at once when a
 //! notification arrives, and every 250 ms whether or not one did (behind a pooler LISTEN
-//! may not work, and notifications sent while the LISTEN connection reconnects are lost).
-//! Each read takes the rows past the highest position it has seen, and the rows of the
-//! transactions its last read could not see: those its snapshot lists as running, and
-//! every one from the snapshot's `xmax` on, which PostgreSQL treats as running without
-//! listing them (`xmax` is one past the highest id of the transactions finished, so a
-//! transaction that took its id before a read, but after that one's, is not listed). A
-//! row that was not visible then belongs to one of those, or was written after that
-//! read (and so has a higher position). So a row committed late with a low position is
-//! not skipped, and no row is delivered twice. LISTEN runs on a connection of its own (`listen_url=`, else the
-//! store's URL), open only while someone watches; rows older than ten minutes are
-//! removed by the writers.
+//! may not work, and notifications sent while the LISTEN connection reconnects are
+//! lost). Each read takes the rows past the highest position it has seen, and the rows
+//! of the transactions its last read could not see: those its snapshot lists as running,
+//! and every one from the snapshot's `xmax` on, which PostgreSQL treats as running
+//! without listing them (`xmax` is one past the highest id of the transactions finished,
+//! so a transaction that took its id before a read, but after that one's, is not
+//! listed). A row that was not visible then belongs to one of those, or was written
+//! after that read (and so has a higher position). So a row committed late with a low
+//! position is not skipped, and no row is delivered twice. LISTEN runs on a connection
+//! of its own (`listen_url=`, else the store's URL), open only while someone watches;
+//! rows older than ten minutes are removed by the writers.
 //!
-//! Failover: each read also names the server that answered it (its system identifier
-//! and timeline). When that changes (a standby promoted), or the highest position went
-//! back, the reader reads the table again as it stands on the new server, and delivers
-//! every row it had not read before: the reader remembers the rows of its last
-//! `REMEMBERED` positions, each by its transaction id and time, because a standby that
-//! was promoted without the old primary's last commits gives the next changes the
-//! positions (and transaction ids) of those lost commits. So a subscriber misses no
-//! change committed on the new primary. Of the commits the old primary lost (an
-//! asynchronous standby only), a subscriber was told as they committed; they are not on
-//! the new primary, and the changes after them may carry revisions already notified.
+//! Failover: each read also names the server that answered it (its system identifier and
+//! timeline). When that changes (a standby promoted), or the highest position went back,
+//! the reader reads the table again as it stands on the new server, and delivers every
+//! row it had not read before: the reader remembers the rows of its last `REMEMBERED`
+//! positions, each by its transaction id and time, because a standby that was promoted
+//! without the old primary's last commits gives the next changes the positions (and
+//! transaction ids) of those lost commits. Below those positions (where the new server's
+//! window reaches when its positions went back) it delivers only the rows of
+//! transactions its last read could not see. So a subscriber misses no change committed
+//! on the new primary. Of the commits the old primary lost (an asynchronous standby
+//! only), a subscriber was told as they committed; they are not on the new primary, and
+//! the changes after them may carry revisions already notified.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -125,8 +127,7 @@ impl Changes {
 /// answered, and the changes read lately.
 struct Place {
     top: i64,
-    running: Vec<i64>,
-    xmax: i64,
+    unseen: Unseen,
     server: Server,
     seen: Seen,
 }
@@ -255,7 +256,12 @@ async fn next(
 
 impl Default for Place {
     fn default() -> Self {
-        Place { top: 0, running: Vec::new(), xmax: 0, server: Server { system: 0, timeline: 0 }, seen: Seen::default() }
+        Place {
+            top: 0,
+            unseen: Unseen { running: Vec::new(), xmax: 0 },
+            server: Server { system: 0, timeline: 0 },
+            seen: Seen::default(),
+        }
     }
 }
 
@@ -328,11 +334,11 @@ async fn scan(
         Err(e) => return Err((e, place)),
     };
     let db = Db::new(&client, schema);
-    let (after, running, unseen, window) = match how {
+    let (after, running, from_xmax, window) = match how {
         Scan::Start | Scan::Resume => (None, Vec::new(), None, Some(REMEMBERED)),
-        Scan::Next => (Some(place.top), place.running.clone(), Some(place.xmax), None),
+        Scan::Next => (Some(place.top), place.unseen.running.clone(), Some(place.unseen.xmax), None),
     };
-    let params: [&dyn crate::store::postgres::rows::Param; 4] = [&after, &running, &window, &unseen];
+    let params: [&dyn crate::store::postgres::rows::Param; 4] = [&after, &running, &window, &from_xmax];
     let read = async {
         let rows = query(db, &scan_sql(IDENTIFY.load(Ordering::Relaxed)), &params).await;
         if let Err(crate::Error::StorageUnavailable(m)) = &rows
@@ -380,8 +386,11 @@ async fn scan(
     if how == Scan::Next && (server != place.server || top < place.top) {
         return Ok((Vec::new(), Moved::To(server, top, place)));
     }
-    match read_rows(&rows, how, &mut place) {
-        Ok(found) => {
+    // Every row parsed before the place changes: a row that does not parse leaves it as
+    // it was.
+    match read_rows(&rows) {
+        Ok((seen, read)) => {
+            let found = take(read, seen, how, &mut place);
             place.server = server;
             if how != Scan::Next {
                 place.top = top;
@@ -393,36 +402,76 @@ async fn scan(
     }
 }
 
-/// Takes the rows of one `scan` into `place` (the transactions it could not see, the highest
-/// position, the rows remembered); the changes to deliver: none at the start, and on a
-/// resume only those not read before.
-fn read_rows(
-    rows: &[tokio_postgres::Row],
-    how: Scan,
-    place: &mut Place,
-) -> std::result::Result<Vec<Change>, tokio_postgres::Error> {
-    let mut found = Vec::new();
+/// What a read could not see: the transactions its snapshot lists as running, and every
+/// one from its `xmax` on.
+struct Unseen {
+    running: Vec<i64>,
+    xmax: i64,
+}
+
+impl Unseen {
+    fn holds(&self, xid: i64) -> bool {
+        xid >= self.xmax || self.running.contains(&xid)
+    }
+}
+
+/// A row of the change table, as a scan read it: its position, the transaction that
+/// wrote it and when, and its change (`None` for a kind this version does not know).
+#[derive(Debug)]
+struct Read {
+    pos: i64,
+    xid: i64,
+    stamp: i64,
+    change: Option<Change>,
+}
+
+/// The rows of one `scan`, and what its snapshot could not see.
+fn read_rows(rows: &[tokio_postgres::Row]) -> std::result::Result<(Unseen, Vec<Read>), tokio_postgres::Error> {
+    let mut unseen = Unseen { running: Vec::new(), xmax: 0 };
+    let mut read = Vec::with_capacity(rows.len());
     for (i, row) in rows.iter().enumerate() {
         if i == 0 {
-            place.running = row.try_get(0)?;
-            place.xmax = row.try_get(4)?;
+            unseen = Unseen { running: row.try_get(0)?, xmax: row.try_get(4)? };
         }
         let Some(pos) = row.try_get::<_, Option<i64>>(5)? else { continue };
-        place.top = place.top.max(pos);
-        let fresh = place.seen.note(pos, (row.try_get(10)?, row.try_get(11)?));
         let kind: String = row.try_get(8)?;
-        let Some(kind) = ChangeKind::parse(&kind) else { continue };
-        if how == Scan::Start || !fresh {
-            continue;
-        }
-        found.push(Change {
-            session_id: row.try_get(6)?,
-            revision: row.try_get::<_, i64>(7)? as u64,
-            kind,
-            message_count: row.try_get::<_, i64>(9)? as u64,
-        });
+        let change = match ChangeKind::parse(&kind) {
+            Some(kind) => Some(Change {
+                session_id: row.try_get(6)?,
+                revision: row.try_get::<_, i64>(7)? as u64,
+                kind,
+                message_count: row.try_get::<_, i64>(9)? as u64,
+            }),
+            None => None,
+        };
+        read.push(Read { pos, xid: row.try_get(10)?, stamp: row.try_get(11)?, change });
     }
-    Ok(found)
+    Ok((unseen, read))
+}
+
+/// Takes the rows of one `scan` into `place` (what its snapshot could not see, the
+/// highest position, the rows remembered); the changes to deliver. None at the start. On
+/// a resume, those not read before: a row the reader remembers only if it differs from
+/// the one it read at that position; a row below the positions it remembers (the
+/// resume's window reaches lower when positions went back) only if the last read could
+/// not see its transaction, since every row it could see was read then or before.
+fn take(read: Vec<Read>, unseen: Unseen, how: Scan, place: &mut Place) -> Vec<Change> {
+    let remembered_from = place.top - REMEMBERED + 1;
+    let last = std::mem::replace(&mut place.unseen, unseen);
+    let mut found = Vec::new();
+    for row in read {
+        place.top = place.top.max(row.pos);
+        let fresh = place.seen.note(row.pos, (row.xid, row.stamp));
+        let tell = match how {
+            Scan::Start => false,
+            Scan::Next => fresh,
+            Scan::Resume => fresh && (row.pos >= remembered_from || last.holds(row.xid)),
+        };
+        if let (true, Some(change)) = (tell, row.change) {
+            found.push(change);
+        }
+    }
+    found
 }
 
 /// LISTENs while the reader lives, reconnecting after a lost connection, and wakes the
@@ -484,5 +533,71 @@ where
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(session_id: &str) -> Option<Change> {
+        Some(Change { session_id: session_id.into(), revision: 1, kind: ChangeKind::Appended, message_count: 1 })
+    }
+
+    fn row(pos: i64, xid: i64, session_id: &str) -> Read {
+        Read { pos, xid, stamp: xid * 10, change: change(session_id) }
+    }
+
+    fn told(found: &[Change]) -> Vec<&str> {
+        found.iter().map(|c| c.session_id.as_str()).collect()
+    }
+
+    /// A reader whose last read saw positions up to 40,000 (so it remembers those from
+    /// 23,617 on), each written by the transaction of its number, but for transaction 7,
+    /// running then (its row at position 7 not visible); none from 50,000 on had begun as
+    /// far as it could tell.
+    fn behind() -> Place {
+        let mut place = Place::default();
+        let read = (1..=40_000).filter(|&pos| pos != 7).map(|pos| row(pos, pos, "old")).collect();
+        take(read, Unseen { running: vec![7], xmax: 50_000 }, Scan::Next, &mut place);
+        place.seen.forget_below(place.top);
+        place
+    }
+
+    #[test]
+    fn a_next_read_tells_each_row_once() {
+        let mut place = behind();
+        let unseen = || Unseen { running: vec![], xmax: 50_010 };
+        let found = take(vec![row(40_001, 50_001, "a"), row(7, 7, "late")], unseen(), Scan::Next, &mut place);
+        assert_eq!(told(&found), ["a", "late"]);
+        assert_eq!(place.top, 40_001);
+        // The same rows again (a retried read): nothing.
+        assert!(take(vec![row(40_001, 50_001, "a")], unseen(), Scan::Next, &mut place).is_empty());
+    }
+
+    /// A resume after positions went back (an asynchronous standby promoted without the
+    /// last 10,000 positions): its window reaches below what the reader remembers.
+    #[test]
+    fn a_resume_tells_below_what_it_remembers_only_what_the_last_read_could_not_see() {
+        let mut place = behind();
+        let read = vec![
+            // Below what is remembered: read long ago, or not visible to the last read.
+            row(13_617, 13_617, "read long ago"),
+            row(7, 7, "running then"),
+            row(13_618, 50_003, "begun after"),
+            // Remembered: the very row, or another at that position.
+            row(23_617, 23_617, "remembered"),
+            row(30_000, 50_004, "new at an old position"),
+        ];
+        let found = take(read, Unseen { running: vec![], xmax: 50_010 }, Scan::Resume, &mut place);
+        assert_eq!(told(&found), ["running then", "begun after", "new at an old position"]);
+    }
+
+    #[test]
+    fn a_start_tells_nothing() {
+        let mut place = Place::default();
+        let found = take(vec![row(1, 1, "a")], Unseen { running: vec![], xmax: 2 }, Scan::Start, &mut place);
+        assert!(found.is_empty());
+        assert_eq!(place.top, 1);
     }
 }
