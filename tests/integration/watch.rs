@@ -367,6 +367,28 @@ fn a_read_the_server_does_not_answer_is_given_up_and_a_subscribe_then_fails() {
     c.finish();
 }
 
+/// On SQLite, a subscribe whose change-log poller cannot start (its connection to the
+/// file does not open: here the file was moved away) fails with 1006, and the next
+/// subscribe starts it. Before, the failure was logged once and every subscription of
+/// the process answered, then was told nothing, ever.
+#[test]
+fn a_sqlite_subscribe_whose_poller_cannot_start_fails_and_the_next_one_starts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, away) = (dir.path().join("sessions.db"), dir.path().join("moved.db"));
+    let mut a = Server::on_file(&path, Framing::Ndjson, &[]);
+    a.call("session/create", json!({"session_id": "s"}));
+    std::fs::rename(&path, &away).unwrap();
+    let error = a.fail("session/subscribe", json!({}), 1006);
+    assert!(error["message"].as_str().unwrap().contains(&format!("cannot open {}", path.display())), "{error}");
+    std::fs::rename(&away, &path).unwrap();
+    a.call("session/subscribe", json!({}));
+    let mut b = Server::on_file(&path, Framing::Ndjson, &[]);
+    b.call("session/add_user", json!({"session_id": "s", "text": "from another process"}));
+    assert_eq!(until(&mut a, "s", 1, "appended").len(), 1);
+    a.finish();
+    b.finish();
+}
+
 fn status_kib(pid: u32, field: &str) -> u64 {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     text.lines().find_map(|l| l.strip_prefix(field)?.split_whitespace().next()?.parse().ok()).unwrap()

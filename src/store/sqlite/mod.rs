@@ -61,8 +61,7 @@ pub struct Sqlite {
     readers: reads::Readers,
     /// Changes of every process, published by the change-log poller.
     feed: Arc<Feed>,
-    poller: std::sync::Once,
-    /// The poller's thread, and what stops it.
+    /// The poller's thread, once one started, and what stops it.
     polling: Mutex<Option<std::thread::JoinHandle<()>>>,
     stop_polling: Arc<AtomicBool>,
 }
@@ -114,7 +113,6 @@ impl Sqlite {
                 read_only,
                 committer,
                 feed: Arc::default(),
-                poller: std::sync::Once::new(),
                 polling: Mutex::default(),
                 stop_polling: Arc::default(),
             }),
@@ -180,26 +178,24 @@ impl Engine for Sqlite {
         Ok(())
     }
 
+    /// Starts the poller at the first watch; a poller that cannot start (its connection
+    /// does not open) fails the watch with 1006, and the next watch tries again.
     async fn watch(&self) -> Result<Arc<Watcher>> {
         // Watching before the poller starts: it publishes from its first row on.
         let watcher = self.feed.watch();
-        self.poller.call_once(|| {
-            let (path, settings, mode, feed) = (self.path.clone(), self.settings, self.mode, Arc::downgrade(&self.feed));
+        let mut polling = lock(&self.polling);
+        if polling.is_none() && !self.stop_polling.load(Ordering::Acquire) {
+            let (path, settings, mode, feed) =
+                (self.path.clone(), self.settings, self.mode, Arc::downgrade(&self.feed));
             let stop = self.stop_polling.clone();
-            let started = schema::open_reader(&path, settings, mode).and_then(|conn| {
-                let after = changes::newest(&conn).map_err(sql)?;
-                std::thread::Builder::new()
-                    .name("convo-sqlite-watch".into())
-                    .spawn(move || changes::poll(conn, feed, after, &stop))
-                    .map_err(|e| Error::StorageUnavailable(e.to_string()))
-            });
-            match started {
-                Ok(thread) => *lock(&self.polling) = Some(thread),
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot watch the change log; other processes' changes will not be seen")
-                }
-            }
-        });
+            let conn = schema::open_reader(&path, settings, mode)?;
+            let after = changes::newest(&conn).map_err(sql)?;
+            let thread = std::thread::Builder::new()
+                .name("convo-sqlite-watch".into())
+                .spawn(move || changes::poll(conn, feed, after, &stop))
+                .map_err(|e| Error::StorageUnavailable(format!("cannot start watching the change log: {e}")))?;
+            *polling = Some(thread);
+        }
         Ok(watcher)
     }
 }
