@@ -256,12 +256,7 @@ async fn next(
 
 impl Default for Place {
     fn default() -> Self {
-        Place {
-            top: 0,
-            unseen: Unseen { running: Vec::new(), xmax: 0 },
-            server: Server { system: 0, timeline: 0 },
-            seen: Seen::default(),
-        }
+        Place { top: 0, unseen: Unseen::default(), server: Server { system: 0, timeline: 0 }, seen: Seen::default() }
     }
 }
 
@@ -389,8 +384,8 @@ async fn scan(
     // Every row parsed before the place changes: a row that does not parse leaves it as
     // it was.
     match read_rows(&rows) {
-        Ok((seen, read)) => {
-            let found = take(read, seen, how, &mut place);
+        Ok((unseen, read)) => {
+            let found = take(read, unseen, how, &mut place);
             place.server = server;
             if how != Scan::Next {
                 place.top = top;
@@ -404,6 +399,7 @@ async fn scan(
 
 /// What a read could not see: the transactions its snapshot lists as running, and every
 /// one from its `xmax` on.
+#[derive(Default)]
 struct Unseen {
     running: Vec<i64>,
     xmax: i64,
@@ -427,12 +423,13 @@ struct Read {
 
 /// The rows of one `scan`, and what its snapshot could not see.
 fn read_rows(rows: &[tokio_postgres::Row]) -> std::result::Result<(Unseen, Vec<Read>), tokio_postgres::Error> {
-    let mut unseen = Unseen { running: Vec::new(), xmax: 0 };
+    // Every row carries the snapshot's columns; `scan` reads from the first.
+    let unseen = match rows.first() {
+        Some(row) => Unseen { running: row.try_get(0)?, xmax: row.try_get(4)? },
+        None => Unseen::default(),
+    };
     let mut read = Vec::with_capacity(rows.len());
-    for (i, row) in rows.iter().enumerate() {
-        if i == 0 {
-            unseen = Unseen { running: row.try_get(0)?, xmax: row.try_get(4)? };
-        }
+    for row in rows {
         let Some(pos) = row.try_get::<_, Option<i64>>(5)? else { continue };
         let kind: String = row.try_get(8)?;
         let change = match ChangeKind::parse(&kind) {
