@@ -3,7 +3,8 @@
 //! message texts from where they lie. Replies and the server's own notifications and
 //! requests all go through the cloneable `Outbox`.
 //!
-//! On a pipe or socket the output is shared, behind a lock, with `Outbox::send_alone`:
+//! On a pipe or socket, a regular file or a device that is not a terminal (`stdio::Output`)
+//! the output is shared, behind a lock, with `Outbox::send_alone`:
 //! a reply that nothing queued or being written precedes is written by whoever made it,
 //! without a turn of the writer task (a request at a time: about 6% of a round trip).
 //! The writer holds the lock from the moment it takes a message until it is written, so
@@ -21,7 +22,7 @@ use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 use crate::rpc::budget::Hold;
 use crate::rpc::framing::{Framing, FramingCell};
 #[cfg(unix)]
-use crate::rpc::stdio::NonBlocking;
+use crate::rpc::stdio::Output;
 use crate::rpc::stdio::Sink;
 use crate::store::MessageJson;
 
@@ -183,15 +184,16 @@ impl Writer {
     }
 }
 
-/// Starts the writer: a task on the runtime when the sink is a pipe or socket, else a
-/// thread. It ends when every `Outbox` is dropped and the queue is drained. A broken
-/// output (the client went away) is logged once; later frames are dropped so that
-/// nothing waits on a reader that is gone.
+/// Starts the writer: a task on the runtime when the sink is a pipe or socket, a regular
+/// file or a device that is not a terminal, else (a terminal) a thread. It ends when
+/// every `Outbox` is dropped and the queue is drained. A broken output (the client went
+/// away) is logged once; later frames are dropped so that nothing waits on a reader that
+/// is gone.
 pub fn spawn(sink: Sink, framing: Arc<FramingCell>) -> io::Result<(Outbox, Writer)> {
     let (tx, rx) = mpsc::channel::<Reply>(QUEUE);
     Ok(match sink {
         #[cfg(unix)]
-        Sink::Fd(fd) => match NonBlocking::new(fd) {
+        Sink::Fd(fd) => match Output::new(fd) {
             Ok(fd) => {
                 let out = Arc::new(AsyncMutex::new(Out { fd, framing, batch: Batch::default(), broken: false }));
                 let writer = Writer::Task(tokio::spawn(write_polled(rx, out.clone())));
@@ -278,7 +280,7 @@ const GATHER_TURNS: u32 = 2;
 /// The output of a writer task, and what is being written to it.
 #[cfg(unix)]
 struct Out {
-    fd: NonBlocking,
+    fd: Output,
     framing: Arc<FramingCell>,
     batch: Batch,
     /// The output failed: what comes later is dropped.

@@ -136,7 +136,8 @@ fn forced_framing_ignores_the_first_byte() {
     assert_eq!(s.recv()["error"]["code"], -32600);
 }
 
-/// Files cannot be polled: stdin and stdout as regular files are served by threads.
+/// Files cannot be polled: stdin as a regular file is read by a thread, and stdout as one
+/// is written in place on the runtime's thread; every request is answered.
 #[test]
 fn stdin_and_stdout_as_files() {
     let dir = std::env::temp_dir().join(format!("convo-files-{}", std::process::id()));
