@@ -13,7 +13,7 @@ import type { Node, SessionsProvider } from "./tree.js";
 import { transcriptMarkdown } from "./view/copy.js";
 import { contentText, usageText } from "./view/render.js";
 import { guessFormat, target } from "./view/args.js";
-import { firstUserLine, sessionDescription, sessionLabel } from "./view/sessions.js";
+import { firstMessages, firstUserLine, sessionDescription, sessionLabel } from "./view/sessions.js";
 
 export const FORMATS: readonly Format[] = ["openai_chat", "openai_responses", "anthropic_messages", "gemini_contents"];
 
@@ -273,7 +273,7 @@ async function pickSession(client: ConvoClient, placeHolder: string, active?: st
   const { sessions } = await client.listSessions({ limit: 200 });
   const items = await Promise.all(
     sessions.map(async (s) => {
-      const first = s.title ? undefined : firstUserLine((await client.history({ session_id: s.session_id, limit: 8, repair: false, images: "ref" }).catch(() => ({ messages: [] as Message[] }))).messages);
+      const first = s.title ? undefined : firstUserLine(await firstMessages(client, s.session_id).catch(() => [] as Message[]));
       return { label: sessionLabel(s, first), description: s.session_id, detail: sessionDescription(s), id: s.session_id };
     }),
   );

@@ -12,6 +12,7 @@ import type { ConvoClient, Message } from "convo";
 import * as vscode from "vscode";
 import type { Connection } from "./connection.js";
 import { imageDataUrl, isSafeLink, type TranscriptModel } from "./view/render.js";
+import { firstUserLine, labelOf, sessionLabel } from "./view/sessions.js";
 
 export const VIEW_TYPE = "convo.transcript";
 
@@ -142,8 +143,11 @@ class TranscriptPanel {
       this.#deleted = false;
       const draft = history.draft?.messages ?? null;
       const images = await this.#loadImages(client, [...history.messages, ...(draft ?? [])]);
-      model = { session, messages: history.messages, images, highlight: this.highlight, draft };
-      this.panel.title = panelTitle(session.session_id, session.title);
+      // Named as the sessions view names it: an untitled session by its first user line.
+      const label = sessionLabel(session, session.title ? undefined : firstUserLine(history.messages));
+      const parentLabel = session.forked_from ? await labelOf(client, session.forked_from.session_id) : undefined;
+      model = { session, messages: history.messages, images, highlight: this.highlight, draft, label, parentLabel };
+      this.panel.title = panelTitle(session.session_id, label);
     } catch (e) {
       if (!(e instanceof Error && "kind" in e && e.kind === "session_not_found")) throw e;
       this.#deleted = true;

@@ -6,7 +6,7 @@
 import type { SessionInfo } from "convo";
 import * as vscode from "vscode";
 import type { Connection } from "./connection.js";
-import { SessionsModel, sessionDescription, sessionLabel, sessionTooltip } from "./view/sessions.js";
+import { SessionsModel, firstMessages, sessionDescription, sessionLabel, sessionTooltip } from "./view/sessions.js";
 
 /** An item: a session, or the "Load more" row. */
 export type Node = { kind: "session"; info: SessionInfo } | { kind: "more" };
@@ -42,7 +42,7 @@ export class SessionsProvider implements vscode.TreeDataProvider<Node>, vscode.D
     return new SessionsModel(
       async (params) => (await this.connection.client()).listSessions(params),
       pageSize,
-      async (id) => (await (await this.connection.client()).history({ session_id: id, limit: 8, repair: false, images: "ref" })).messages,
+      async (id) => firstMessages(await this.connection.client(), id),
     );
   }
 

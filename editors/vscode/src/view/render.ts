@@ -37,6 +37,11 @@ export interface TranscriptModel {
   highlight?: string | null;
   /** A stream in progress (`include_draft`): its user message and partial answer. */
   draft?: Message[] | null;
+  /** The session's label (`sessionLabel`: its title, else its first user line), the
+   * heading; its title or id when not given. */
+  label?: string;
+  /** A fork's parent's label (`labelOf`), shown beside its id; none when it is gone. */
+  parentLabel?: string | null;
 }
 
 /** The image media types shown; anything else is named, not shown. */
@@ -312,14 +317,18 @@ export function renderTranscript<E extends MiniElement>(doc: MiniDocument<E>, mo
   const b = builder(doc);
   const { session } = model;
   const root = b.el("div", { class: "transcript", "data-session-id": session.session_id, "data-revision": String(session.revision) });
-  const head = b.el("section", { class: "session" }, b.el("h1", {}, session.title || session.session_id));
+  const head = b.el("section", { class: "session" }, b.el("h1", {}, model.label || session.title || session.session_id));
   const facts = b.el("dl", { class: "facts" });
   const fact = (label: string, value: string) => {
     facts.appendChild(b.el("dt", {}, label));
     facts.appendChild(b.el("dd", {}, value));
   };
   fact("session", session.session_id);
-  if (session.forked_from) fact("forked from", `${session.forked_from.session_id}${session.forked_from.message_id ? ` at ${session.forked_from.message_id}` : ""}`);
+  if (session.forked_from) {
+    const { session_id: parent, message_id: at } = session.forked_from;
+    const named = model.parentLabel && model.parentLabel !== parent ? `${model.parentLabel} (${parent})` : parent;
+    fact("forked from", `${named}${at ? ` at ${at}` : ""}`);
+  }
   fact("messages", String(session.message_count));
   fact("usage", usageText(session.usage) || "none");
   if (session.cwd) fact("cwd", session.cwd);

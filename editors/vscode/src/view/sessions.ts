@@ -5,7 +5,7 @@
  * The view (`tree.ts`) asks it for roots and children; "Load more" fetches the next page;
  * a change reloads as many sessions as were shown, so a refresh never folds the list back.
  */
-import type { Message, SessionInfo, SessionPage } from "convo";
+import type { ConvoClient, Message, SessionInfo, SessionPage } from "convo";
 import { usageText } from "./render.js";
 
 /** Fetches a page: `session/list` with this limit and cursor. */
@@ -132,6 +132,23 @@ export function firstUserLine(messages: readonly Message[]): string | undefined 
     if (line) return line.length > 80 ? `${line.slice(0, 79)}…` : line;
   }
   return undefined;
+}
+
+/** The first messages of a session through `client`: what an untitled one's label is
+ * taken from (`firstUserLine`). */
+export async function firstMessages(client: ConvoClient, sessionId: string): Promise<Message[]> {
+  return (await client.history({ session_id: sessionId, limit: 8, repair: false, images: "ref" })).messages;
+}
+
+/** The label of the session `sessionId` as the sessions view shows it, read through
+ * `client`; `undefined` when it cannot be read (deleted, say). */
+export async function labelOf(client: ConvoClient, sessionId: string): Promise<string | undefined> {
+  try {
+    const info = await client.getSession({ session_id: sessionId });
+    return sessionLabel(info, info.title ? undefined : firstUserLine(await firstMessages(client, sessionId)));
+  } catch {
+    return undefined;
+  }
 }
 
 /** A session's label: its title, else its first user line, else its id. */

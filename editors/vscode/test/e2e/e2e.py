@@ -370,7 +370,12 @@ def test_fork_from_palette(wb):
     assert info["forked_from"]["session_id"] == "untitled", info
     rows = wb.wait_rows(lambda rows: len(rows) == len(rows_before) + 1, what="the fork in the view")
     assert ("How do I undo a git commit?", 2) in rows, rows
-    wb.transcript(fork_id)  # and it opened
+    # It opened, headed and titled as the view labels it (the parent is untitled: its first
+    # user line), and naming its parent by that label.
+    frame = wb.transcript(fork_id)
+    assert frame.evaluate("() => document.querySelector('h1').textContent") == "How do I undo a git commit?"
+    assert wb.page.locator(".tab.active", has_text="Convo: How do I undo a git commit?").count() == 1
+    frame.locator("dl.facts dd", has_text="How do I undo a git commit? (untitled) at ").wait_for(timeout=10000)
     wb.shot("fork")
 
 
@@ -394,7 +399,9 @@ def test_fork_here_button(wb):
     (info,) = [s for s in convo_ls() if s["session_id"] in new]
     assert info["forked_from"] == {"session_id": "trip", "message_id": at}, info
     assert info["message_count"] == 2, info
-    wb.transcript(info["session_id"])
+    # Its transcript names the parent by its label, beside the id.
+    fork = wb.transcript(info["session_id"])
+    fork.locator("dl.facts dd", has_text=f"Packing for Paris and London (trip) at {at}").wait_for(timeout=10000)
 
 
 def test_export(wb):

@@ -3,6 +3,6 @@
 export { ConvoClient } from "convo";
 export { parseMarkdown, inline, plainText } from "../../src/view/markdown.js";
 export { renderTranscript, imageDataUrl, isSafeLink, reasoningOf, usageText, callParts, contentText } from "../../src/view/render.js";
-export { SessionsModel, firstUserLine, sessionLabel, sessionDescription } from "../../src/view/sessions.js";
+export { SessionsModel, firstUserLine, labelOf, sessionLabel, sessionDescription } from "../../src/view/sessions.js";
 export { transcriptMarkdown } from "../../src/view/copy.js";
 export { target, guessFormat } from "../../src/view/args.js";

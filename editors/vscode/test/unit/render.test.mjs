@@ -18,6 +18,7 @@ after(() => convo.end());
 async function draw(session_id, highlight) {
   const { client } = convo;
   const session = await client.getSession({ session_id });
+  const parentLabel = session.forked_from ? await lib.labelOf(client, session.forked_from.session_id) : undefined;
   const { messages } = await client.history({ session_id, repair: false, images: "ref" });
   const images = {};
   for (const m of messages) {
@@ -26,7 +27,8 @@ async function draw(session_id, highlight) {
       images[image.ref] = imageDataUrl(media_type, data);
     }
   }
-  return { root: renderTranscript(document, { session, messages, images, highlight }), messages, session };
+  const label = lib.sessionLabel(session, session.title ? undefined : lib.firstUserLine(messages));
+  return { root: renderTranscript(document, { session, messages, images, highlight, label, parentLabel }), messages, session };
 }
 
 const withAttr = (name, value) => (e) => e.getAttribute(name) !== null && (value === undefined || e.getAttribute(name) === value);
@@ -132,6 +134,23 @@ describe("transcript rendering", () => {
     const { root } = await draw(session_id);
     assert.equal(root.find((e) => e.tag === "h1").text, "Packing for Paris and London");
     assert.match(root.find((e) => e.tag === "dl").text, new RegExp(`session${session_id}messages8usage160 in · 80 out`));
+  });
+
+  test("an untitled session is headed by its first user line; a fork names its parent by its label beside its id, a parent gone by its id", async () => {
+    const { client } = convo;
+    const { session_id, ids } = await richSession(client);
+    const fork = await client.fork({ session_id, at_message_id: ids.paris });
+    const facts = async (id) => (await draw(id)).root.find((e) => e.tag === "dl").text;
+    assert.match(await facts(fork.session_id), new RegExp(`forked fromPacking for Paris and London \\(${session_id}\\) at ${ids.paris}messages`));
+    // An untitled parent: its first user line, as the sessions view labels it.
+    const untitled = await client.createSession({});
+    const asked = await client.addUser({ session_id: untitled.session_id, text: "\n  How do I undo a git commit?\nAnd keep the changes?" });
+    const whole = await client.fork({ session_id: untitled.session_id });
+    const at = ` at ${asked.message_id}messages`;
+    assert.equal((await draw(whole.session_id)).root.find((e) => e.tag === "h1").text, "How do I undo a git commit?");
+    assert.match(await facts(whole.session_id), new RegExp(`forked fromHow do I undo a git commit\\? \\(${untitled.session_id}\\)${at}`));
+    await client.deleteSession({ session_id: untitled.session_id });
+    assert.match(await facts(whole.session_id), new RegExp(`forked from${untitled.session_id}${at}`));
   });
 
   test("a stream in progress is shown after the messages, marked, without a message id", async () => {
