@@ -63,6 +63,7 @@ const UNDO: &[&str] = &[
     "ALTER TABLE {s}.messages DROP COLUMN native, DROP COLUMN usage; ALTER TABLE {s}.sessions DROP COLUMN usage",
     "ALTER TABLE {s}.segments DROP COLUMN owner; ALTER TABLE {s}.messages DROP COLUMN revision",
     "DROP TABLE {s}.changes",
+    "DROP INDEX {s}.changes_by_session",
 ];
 
 /// The schema version convo writes (`meta.version`).

@@ -278,6 +278,17 @@ struct Proxy {
 }
 
 impl Proxy {
+    /// A proxy to the server of `direct` (`postgres://user:password@host:port/database`),
+    /// and that URL through it, whose LISTEN goes straight to the server (`listen_url`):
+    /// notifications still wake the reader.
+    fn before(direct: &str) -> (Proxy, String) {
+        let (head, rest) = direct.rsplit_once('@').unwrap();
+        let (address, database) = rest.split_once('/').unwrap();
+        let proxy = Proxy::to(address.parse().unwrap());
+        let through = format!("{head}@127.0.0.1:{}/{database}?listen_url={}", proxy.port, encode(direct));
+        (proxy, through)
+    }
+
     fn to(server: std::net::SocketAddr) -> Proxy {
         use std::sync::atomic::{AtomicBool, Ordering};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -324,13 +335,7 @@ impl Proxy {
 fn a_read_the_server_does_not_answer_is_given_up_and_a_subscribe_then_fails() {
     let Some((Place::Postgres { schema, .. }, _)) = Place::fresh(Backend::Postgres) else { return };
     let direct = crate::harness::postgres_direct_url().unwrap();
-    // postgres://user:password@host:port/database
-    let (head, rest) = direct.rsplit_once('@').unwrap();
-    let (address, database) = rest.split_once('/').unwrap();
-    let proxy = Proxy::to(address.parse().unwrap());
-    let through = format!("{head}@127.0.0.1:{}/{database}", proxy.port);
-    // LISTEN goes straight to the server: notifications still wake the reader.
-    let url = format!("{through}?listen_url={}", encode(&direct));
+    let (proxy, url) = Proxy::before(&direct);
     let place = Place::Postgres { url, schema: schema.clone() };
     let mut a = Server::at(&Place::Postgres { url: direct.clone(), schema }, Framing::Ndjson, &[]);
     let busy = ["--busy-timeout-ms", "1000"];
@@ -362,6 +367,80 @@ fn a_read_the_server_does_not_answer_is_given_up_and_a_subscribe_then_fails() {
     c.call("session/subscribe", json!({}));
     a.call("session/add_user", json!({"session_id": "s", "text": "last"}));
     assert_eq!(until(&mut c, "s", 3, "appended").len(), 1);
+    a.finish();
+    b.finish();
+    c.finish();
+}
+
+/// A reader that could not read for longer than ten minutes (its process asleep with the
+/// laptop, or cut off from the server) is told, when it reads again, the last change of
+/// each session changed meanwhile. Before, the writers removed every row older than ten
+/// minutes, and such a reader was told only the changes of the last ten minutes, with
+/// no word of the others. Here the reader's reads go through a proxy that stops passing
+/// bytes, the ten minutes pass by making the rows older (psql), and a process that starts
+/// then removes what it may at its first commit.
+#[test]
+fn a_reader_that_could_not_read_for_ten_minutes_is_told_each_sessions_last_change() {
+    let Some((Place::Postgres { schema, .. }, _)) = Place::fresh(Backend::Postgres) else { return };
+    let direct = crate::harness::postgres_direct_url().unwrap();
+    let (proxy, through) = Proxy::before(&direct);
+    let writing = Place::Postgres { url: direct.clone(), schema: schema.clone() };
+    let mut a = Server::at(&writing, Framing::Ndjson, &[]);
+    let mut b = Server::at(
+        &Place::Postgres { url: through, schema: schema.clone() },
+        Framing::Ndjson,
+        &["--busy-timeout-ms", "1000"],
+    );
+    for id in ["edited", "deleted", "quiet"] {
+        a.call("session/create", json!({"session_id": id}));
+    }
+    b.call("session/subscribe", json!({}));
+    std::thread::sleep(Duration::from_secs(1));
+    proxy.freeze(true);
+    for _ in 0..2 {
+        a.call("session/add_user", json!({"session_id": "edited", "text": "while away"}));
+    }
+    a.call("session/delete", json!({"session_id": "deleted"}));
+    a.call("session/create", json!({"session_id": "new"}));
+    a.call("session/add_user", json!({"session_id": "new", "text": "while away"}));
+    let rows = || {
+        let sql = format!(
+            "SELECT string_agg(session_id || ' ' || revision || ' ' || kind, ', ' ORDER BY pos) FROM {schema}.changes"
+        );
+        crate::postgres::psql(&direct, &sql)
+    };
+    assert_eq!(
+        rows(),
+        "edited 0 created, deleted 0 created, quiet 0 created, edited 1 appended, edited 2 appended, \
+         deleted 0 deleted, new 0 created, new 1 appended"
+    );
+    crate::postgres::psql(&direct, &format!("UPDATE {schema}.changes SET at = at - interval '11 minutes'"));
+    // A process's first commit is followed by a prune: each session's last row is kept.
+    let mut c = Server::at(&writing, Framing::Ndjson, &[]);
+    c.call("session/create", json!({"session_id": "late"}));
+    // A change removes its session's rows older than ten minutes.
+    a.call("session/add_user", json!({"session_id": "quiet", "text": "at last"}));
+    assert_eq!(rows(), "edited 2 appended, deleted 0 deleted, new 1 appended, late 0 created, quiet 1 appended");
+
+    proxy.freeze(false);
+    let told: Vec<(String, u64, String)> = until(&mut b, "quiet", 1, "appended")
+        .iter()
+        .map(|n| {
+            (
+                n["session_id"].as_str().unwrap().into(),
+                n["revision"].as_u64().unwrap(),
+                n["change"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("edited", 2, "appended"),
+        ("deleted", 0, "deleted"),
+        ("new", 1, "appended"),
+        ("late", 0, "created"),
+        ("quiet", 1, "appended"),
+    ];
+    assert_eq!(told, expected.map(|(s, r, c)| (s.to_owned(), r, c.to_owned())));
     a.finish();
     b.finish();
     c.finish();

@@ -13,8 +13,17 @@
 //! listed). A row that was not visible then belongs to one of those, or was written
 //! after that read (and so has a higher position). So a row committed late with a low
 //! position is not skipped, and no row is delivered twice. LISTEN runs on a connection
-//! of its own (`listen_url=`, else the store's URL), open only while someone watches;
-//! rows older than ten minutes are removed by the writers.
+//! of its own (`listen_url=`, else the store's URL), open only while someone watches.
+//!
+//! The table keeps every change of the last ten minutes, and each session's last change
+//! for thirty days: a change removes its session's rows older than ten minutes, and the
+//! writers remove, every minute, the rows that passed ten minutes in the last hour and
+//! that a later row of their session follows (`prune`). So a reader that could not read
+//! for longer than ten minutes (its process asleep with the laptop, or cut off from the
+//! server) reads, when it reads again, the last change of every session changed
+//! meanwhile: a subscriber is told each session's latest change, as the protocol lets
+//! several changes be told as one. Before, such a reader missed every change older than
+//! ten minutes, with no word.
 //!
 //! Failover: each read also names the server that answered it (its system identifier and
 //! timeline). When that changes (a standby promoted), or the highest position went back,
@@ -51,11 +60,14 @@ const POLL: Duration = Duration::from_millis(250);
 /// How long `watch` waits for the reader to be in place before it gives up waiting.
 const READY_WITHIN: Duration = Duration::from_secs(10);
 
-/// Writes the change, inside the transaction that made it, and wakes the readers when
+/// Writes the change, inside the transaction that made it (removing its session's rows
+/// older than ten minutes, which it follows), and wakes the readers when
 /// that transaction commits (PostgreSQL sends one notification per payload).
 pub async fn record(db: Db<'_>, session_id: &str, revision: u64, kind: ChangeKind, message_count: u64) -> Result<()> {
     let sql = "WITH c AS (INSERT INTO convo.changes (session_id, revision, kind, message_count) \
-               VALUES ($1, $2, $3, $4)) SELECT pg_notify($5, $6)";
+               VALUES ($1, $2, $3, $4)), \
+               d AS (DELETE FROM convo.changes WHERE session_id = $1 AND at < now() - interval '10 minutes') \
+               SELECT pg_notify($5, $6)";
     let schema = db.schema();
     let (revision, message_count) = (revision as i64, message_count as i64);
     execute(db, sql, &[&session_id, &revision, &kind.as_str(), &message_count, &CHANNEL, &schema]).await.map(drop)
@@ -67,16 +79,28 @@ pub async fn record(db: Db<'_>, session_id: &str, revision: u64, kind: ChangeKin
 pub async fn record_each(db: Db<'_>, session_id: &str, kind: ChangeKind, changes: &[(u64, u64)]) -> Result<()> {
     let sql = "WITH c AS (INSERT INTO convo.changes (session_id, revision, kind, message_count) \
                SELECT $1, r.revision, $2, r.message_count \
-               FROM unnest($3::int8[], $4::int8[]) WITH ORDINALITY AS r(revision, message_count, n) ORDER BY r.n) \
+               FROM unnest($3::int8[], $4::int8[]) WITH ORDINALITY AS r(revision, message_count, n) ORDER BY r.n), \
+               d AS (DELETE FROM convo.changes WHERE session_id = $1 AND at < now() - interval '10 minutes') \
                SELECT pg_notify($5, $6)";
     let schema = db.schema();
     let (revisions, counts): (Vec<i64>, Vec<i64>) = changes.iter().map(|&(r, c)| (r as i64, c as i64)).unzip();
     execute(db, sql, &[&session_id, &kind.as_str(), &revisions, &counts, &CHANNEL, &schema]).await.map(drop)
 }
 
-/// Removes the changes every reader has had time to read.
+/// Removes the rows older than ten minutes that a later row of their session follows,
+/// of those that passed ten minutes in the last hour (so the last change of a session
+/// that changes no more is not looked at again every minute), and every row older than
+/// thirty days. A change removes its own session's older rows (`record`). The times are
+/// reckoned from `now()`, the transaction's start, not `clock_timestamp()`: a volatile
+/// function's value is not an index bound, and every row would be read.
 pub async fn prune(db: Db<'_>) -> Result<u64> {
-    execute(db, "DELETE FROM convo.changes WHERE at < clock_timestamp() - interval '10 minutes'", &[]).await
+    let sql = "DELETE FROM convo.changes c \
+               WHERE c.at < now() - interval '30 days' \
+                  OR (c.at < now() - interval '10 minutes' \
+                      AND c.at >= now() - interval '70 minutes' \
+                      AND EXISTS (SELECT 1 FROM convo.changes d \
+                                  WHERE d.session_id = c.session_id AND d.at >= c.at AND d.pos > c.pos))";
+    execute(db, sql, &[]).await
 }
 
 /// This process's readers of the change table, and who waits for them.

@@ -106,7 +106,8 @@ async fn run(
     opening: Arc<str>,
     mut rx: mpsc::UnboundedReceiver<Queued>,
 ) {
-    let mut pruned = Instant::now();
+    // None: not yet, so a process prunes after its first commit, not a minute later.
+    let mut pruned: Option<Instant> = None;
     let mut last = 0;
     let carry = Carry::default();
     while let Some(first) = rx.recv().await {
@@ -131,9 +132,9 @@ async fn run(
         while !left.is_empty() {
             left = commit_group(&connections, &schema, &opening, &carry, left).await;
         }
-        // The change table keeps ten minutes of changes; whoever writes removes older ones.
-        if pruned.elapsed() >= PRUNE_EVERY {
-            pruned = Instant::now();
+        // Whoever writes removes the change table's old rows (`changes::prune`).
+        if pruned.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
+            pruned = Some(Instant::now());
             if let Ok(db) = connections.get().await
                 && let Err(e) = changes::prune(Db::new(&db, &schema)).await
             {

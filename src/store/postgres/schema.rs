@@ -119,6 +119,11 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX changes_by_xid ON changes(xid);
     CREATE INDEX changes_by_time ON changes(at);
     "#,
+    // 7: each session's last change is kept past the ten minutes (`changes::prune`), so
+    // that a reader that could not read for longer is still told it: its rows by time.
+    r#"
+    CREATE INDEX changes_by_session ON changes(session_id, at);
+    "#,
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
