@@ -18,7 +18,8 @@
 //! The table keeps every change of the last ten minutes, and each session's last change
 //! for thirty days: a change removes its session's rows older than ten minutes, and the
 //! writers remove, every minute, the rows that passed ten minutes in the last hour and
-//! that a later row of their session follows (`prune`). So a reader that could not read
+//! that a later row of their session follows (`prune`; a draft follows only drafts, and
+//! the prune leaves rows another transaction holds for later, so it waits on no writer). So a reader that could not read
 //! for longer than ten minutes (its process asleep with the laptop, or cut off from the
 //! server) reads, when it reads again, the last change of every session changed
 //! meanwhile: a subscriber is told each session's latest change, as the protocol lets
@@ -60,14 +61,29 @@ const POLL: Duration = Duration::from_millis(250);
 /// How long `watch` waits for the reader to be in place before it gives up waiting.
 const READY_WITHIN: Duration = Duration::from_secs(10);
 
+/// Removes the rows a change of session `$1` and kind `$3` follows, older than ten
+/// minutes: all of the session's, but a draft follows only drafts (a draft is saved
+/// without the session's lock, so its row may come after that of a change it does not
+/// follow). Only the session's writers take these rows, and the minute's `prune`, which
+/// takes none another transaction holds: so a change waits on no writer of another
+/// session, at most on a prune that took one of them first, for as long as it runs.
+macro_rules! older_of_session {
+    () => {
+        "DELETE FROM convo.changes WHERE session_id = $1 AND at < now() - interval '10 minutes' \
+         AND ($3 <> 'draft' OR kind = 'draft')"
+    };
+}
+
 /// Writes the change, inside the transaction that made it (removing its session's rows
-/// older than ten minutes, which it follows), and wakes the readers when
-/// that transaction commits (PostgreSQL sends one notification per payload).
+/// older than ten minutes, which it follows: `older_of_session`), and wakes the readers
+/// when that transaction commits (PostgreSQL sends one notification per payload).
 pub async fn record(db: Db<'_>, session_id: &str, revision: u64, kind: ChangeKind, message_count: u64) -> Result<()> {
-    let sql = "WITH c AS (INSERT INTO convo.changes (session_id, revision, kind, message_count) \
-               VALUES ($1, $2, $3, $4)), \
-               d AS (DELETE FROM convo.changes WHERE session_id = $1 AND at < now() - interval '10 minutes') \
-               SELECT pg_notify($5, $6)";
+    let sql = concat!(
+        "WITH c AS (INSERT INTO convo.changes (session_id, revision, kind, message_count) VALUES ($1, $2, $3, $4)), ",
+        "d AS (",
+        older_of_session!(),
+        ") SELECT pg_notify($5, $6)"
+    );
     let schema = db.schema();
     let (revision, message_count) = (revision as i64, message_count as i64);
     execute(db, sql, &[&session_id, &revision, &kind.as_str(), &message_count, &CHANNEL, &schema]).await.map(drop)
@@ -77,14 +93,17 @@ pub async fn record(db: Db<'_>, session_id: &str, revision: u64, kind: ChangeKin
 /// statement (in their order: the change table's positions follow it), with one
 /// notification.
 pub async fn record_each(db: Db<'_>, session_id: &str, kind: ChangeKind, changes: &[(u64, u64)]) -> Result<()> {
-    let sql = "WITH c AS (INSERT INTO convo.changes (session_id, revision, kind, message_count) \
-               SELECT $1, r.revision, $2, r.message_count \
-               FROM unnest($3::int8[], $4::int8[]) WITH ORDINALITY AS r(revision, message_count, n) ORDER BY r.n), \
-               d AS (DELETE FROM convo.changes WHERE session_id = $1 AND at < now() - interval '10 minutes') \
-               SELECT pg_notify($5, $6)";
+    let sql = concat!(
+        "WITH c AS (INSERT INTO convo.changes (session_id, revision, kind, message_count) ",
+        "SELECT $1, r.revision, $3, r.message_count ",
+        "FROM unnest($2::int8[], $4::int8[]) WITH ORDINALITY AS r(revision, message_count, n) ORDER BY r.n), ",
+        "d AS (",
+        older_of_session!(),
+        ") SELECT pg_notify($5, $6)"
+    );
     let schema = db.schema();
     let (revisions, counts): (Vec<i64>, Vec<i64>) = changes.iter().map(|&(r, c)| (r as i64, c as i64)).unzip();
-    execute(db, sql, &[&session_id, &kind.as_str(), &revisions, &counts, &CHANNEL, &schema]).await.map(drop)
+    execute(db, sql, &[&session_id, &revisions, &kind.as_str(), &counts, &CHANNEL, &schema]).await.map(drop)
 }
 
 /// Removes the rows older than ten minutes that a later row of their session follows,
@@ -92,14 +111,18 @@ pub async fn record_each(db: Db<'_>, session_id: &str, kind: ChangeKind, changes
 /// that changes no more is not looked at again every minute), and every row older than
 /// thirty days. A change removes its own session's older rows (`record`). The times are
 /// reckoned from `now()`, the transaction's start, not `clock_timestamp()`: a volatile
-/// function's value is not an index bound, and every row would be read.
+/// function's value is not an index bound, and every row would be read. A draft's row
+/// follows only drafts (`older_of_session`); rows another transaction holds (a change's
+/// own removal) are left for the next minute, so the prune waits on no writer.
 pub async fn prune(db: Db<'_>) -> Result<u64> {
-    let sql = "DELETE FROM convo.changes c \
+    let sql = "DELETE FROM convo.changes WHERE pos IN (SELECT c.pos FROM convo.changes c \
                WHERE c.at < now() - interval '30 days' \
                   OR (c.at < now() - interval '10 minutes' \
                       AND c.at >= now() - interval '70 minutes' \
                       AND EXISTS (SELECT 1 FROM convo.changes d \
-                                  WHERE d.session_id = c.session_id AND d.at >= c.at AND d.pos > c.pos))";
+                                  WHERE d.session_id = c.session_id AND d.at >= c.at AND d.pos > c.pos \
+                                    AND (d.kind <> 'draft' OR c.kind = 'draft'))) \
+               FOR UPDATE OF c SKIP LOCKED)";
     execute(db, sql, &[]).await
 }
 
