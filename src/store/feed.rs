@@ -119,11 +119,20 @@ impl Feed {
 }
 
 impl Watcher {
+    /// Keeps `change` as its session's latest, but for a draft of an older revision than
+    /// the one kept: a draft is saved without the session's lock, so on PostgreSQL its
+    /// row may come after that of a later change of another process, and that change,
+    /// not the draft, is the session's last.
     fn push(&self, change: Change) {
         let mut pending = lock(&self.pending);
         let (latest, order) = &mut *pending;
-        if latest.insert(change.session_id.clone(), change.clone()).is_none() {
-            order.push(change.session_id);
+        match latest.get_mut(&change.session_id) {
+            Some(kept) if change.kind == ChangeKind::Draft && change.revision < kept.revision => return,
+            Some(kept) => *kept = change,
+            None => {
+                order.push(change.session_id.clone());
+                latest.insert(change.session_id.clone(), change);
+            }
         }
         drop(pending);
         self.ready.notify_one();
@@ -164,6 +173,26 @@ mod tests {
         assert_eq!(watcher.next().await, [change("a", 1000), change("b", 1)]);
         feed.publish(change("a", 1001));
         assert_eq!(watcher.next().await, [change("a", 1001)]);
+    }
+
+    /// A draft read after a later change of its session (another process's, on
+    /// PostgreSQL) does not take that change's place; any other change does, even of a
+    /// lower revision (a session deleted and created again starts from 0).
+    #[tokio::test]
+    async fn a_draft_of_an_older_revision_does_not_take_the_place_of_a_later_change() {
+        let feed = Feed::default();
+        let watcher = feed.watch();
+        let draft = |revision| Change { kind: ChangeKind::Draft, ..change("a", revision) };
+        feed.publish(change("a", 2));
+        feed.publish(draft(1));
+        assert_eq!(watcher.next().await, [change("a", 2)]);
+        feed.publish(change("a", 2));
+        feed.publish(draft(2));
+        assert_eq!(watcher.next().await, [draft(2)]);
+        let created = Change { kind: ChangeKind::Created, ..change("a", 0) };
+        feed.publish(Change { kind: ChangeKind::Deleted, ..change("a", 3) });
+        feed.publish(created.clone());
+        assert_eq!(watcher.next().await, [created]);
     }
 
     #[test]
