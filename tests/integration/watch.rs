@@ -467,14 +467,12 @@ fn the_prune_keeps_a_change_that_only_a_draft_comes_after() {
     let direct = crate::harness::postgres_direct_url().unwrap();
     let mut a = Server::at(&place, Framing::Ndjson, &[]);
     a.call("session/create", json!({"session_id": "streamed"}));
-    let insert = |rows: &str| {
-        let sql = format!(
-            "INSERT INTO {schema}.changes (session_id, revision, kind, message_count, at) \
-             SELECT 'streamed', r, k, r, now() - interval '11 minutes' FROM (VALUES {rows}) v(r, k)"
-        );
-        crate::postgres::psql(&direct, &sql);
-    };
-    insert("(1, 'draft'), (2, 'appended'), (1, 'draft')");
+    let sql = format!(
+        "INSERT INTO {schema}.changes (session_id, revision, kind, message_count, at) \
+         SELECT 'streamed', r, k, r, now() - interval '11 minutes' \
+         FROM (VALUES (1, 'draft'), (2, 'appended'), (1, 'draft')) v(r, k)"
+    );
+    crate::postgres::psql(&direct, &sql);
     let rows = || {
         let sql = format!("SELECT string_agg(revision || ' ' || kind, ', ' ORDER BY pos) FROM {schema}.changes");
         crate::postgres::psql(&direct, &sql)

@@ -19,12 +19,11 @@
 //! for thirty days: a change removes its session's rows older than ten minutes, and the
 //! writers remove, every minute, the rows that passed ten minutes in the last hour and
 //! that a later row of their session follows (`prune`; a draft follows only drafts, and
-//! the prune leaves rows another transaction holds for later, so it waits on no writer). So a reader that could not read
-//! for longer than ten minutes (its process asleep with the laptop, or cut off from the
-//! server) reads, when it reads again, the last change of every session changed
-//! meanwhile: a subscriber is told each session's latest change, as the protocol lets
-//! several changes be told as one. Before, such a reader missed every change older than
-//! ten minutes, with no word.
+//! the prune leaves rows another transaction holds for later, so it waits on no writer).
+//! So a reader that could not read for longer than ten minutes (its process asleep with
+//! the laptop, or cut off from the server) reads, when it reads again, the last change
+//! of every session changed meanwhile: a subscriber is told each session's latest
+//! change, as the protocol lets several changes be told as one.
 //!
 //! Failover: each read also names the server that answered it (its system identifier and
 //! timeline). When that changes (a standby promoted), or the highest position went back,
