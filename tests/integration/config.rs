@@ -29,6 +29,7 @@ const UNDO: &[&str] = &[
      images, metadata, created_at, native, usage, revision FROM messages; \
      DROP TABLE messages; ALTER TABLE messages_without_rowid RENAME TO messages; \
      CREATE INDEX messages_by_id ON messages(id);",
+    "DROP INDEX changes_by_session; ALTER TABLE changes DROP COLUMN at;",
 ];
 
 /// The schema version convo writes (`PRAGMA user_version`).

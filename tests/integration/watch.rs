@@ -507,6 +507,92 @@ fn a_sqlite_subscribe_whose_poller_cannot_start_fails_and_the_next_one_starts_it
     b.finish();
 }
 
+/// Sends `n` `session/add_user` to `session_id`, a window of 500 in flight at a time.
+fn add_users(s: &mut Server, session_id: &str, n: usize) {
+    for window in (0..n).collect::<Vec<_>>().chunks(500) {
+        let ids: Vec<u64> = window
+            .iter()
+            .map(|i| s.send_request("session/add_user", json!({"session_id": session_id, "text": format!("{i}")})))
+            .collect();
+        for id in ids {
+            s.result_of(id, "session/add_user");
+        }
+    }
+}
+
+/// The SQLite change log as `session revision kind` rows, up to position `upto`.
+fn sqlite_log(path: &std::path::Path, upto: i64) -> String {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.query_row(
+        "SELECT coalesce(group_concat(session_id || ' ' || revision || ' ' || kind, ', '), '') \
+         FROM (SELECT * FROM changes WHERE seq <= ?1 ORDER BY seq)",
+        [upto],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+/// A process whose poller does not run (stopped with `^Z`, or a container paused) while
+/// another writes more than the SQLite log's last 10,000 rows was told, when it ran
+/// again, only the changes of those rows: the log removed every row behind them. It now
+/// keeps each session's last change for thirty days, a draft's only after drafts, and
+/// the stopped process is told the last change of every session changed meanwhile.
+#[cfg(unix)]
+#[test]
+fn a_process_stopped_while_ten_thousand_changes_passed_is_told_each_sessions_last_change() {
+    let Some((place, _dir)) = Place::fresh(Backend::Sqlite) else { return };
+    let Place::File(path) = &place else { unreachable!() };
+    let signal = |pid: u32, name: &str| {
+        assert!(Command::new("kill").args([name, &pid.to_string()]).status().unwrap().success());
+    };
+    let mut a = Server::at(&place, Framing::Ndjson, &[]);
+    let mut b = Server::at(&place, Framing::Ndjson, &[]);
+    for id in ["edited", "deleted", "busy"] {
+        a.call("session/create", json!({"session_id": id}));
+    }
+    // A draft is saved without its session's lock: its row may come after another
+    // process's append, which it does not follow.
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .execute_batch(
+            "INSERT INTO changes (session_id, revision, kind, message_count, at) \
+             VALUES ('streamed', 1, 'draft', 1, unixepoch()), ('streamed', 2, 'appended', 2, unixepoch()), \
+                    ('streamed', 1, 'draft', 1, unixepoch())",
+        )
+        .unwrap();
+    b.call("session/subscribe", json!({}));
+    signal(b.pid(), "-STOP");
+    for _ in 0..2 {
+        a.call("session/add_user", json!({"session_id": "edited", "text": "while stopped"}));
+    }
+    a.call("session/delete", json!({"session_id": "deleted"}));
+    a.call("session/create", json!({"session_id": "new"}));
+    a.call("session/add_user", json!({"session_id": "new", "text": "while stopped"}));
+    // Rows 12 to 11,011: the 11,000th row passes the last 10,000 those up to the 1,000th.
+    add_users(&mut a, "busy", 11_000);
+    assert_eq!(
+        sqlite_log(path, 1_000),
+        "streamed 2 appended, streamed 1 draft, edited 2 appended, deleted 0 deleted, new 1 appended"
+    );
+    signal(b.pid(), "-CONT");
+    let told: Vec<String> = until(&mut b, "busy", 11_000, "appended")
+        .iter()
+        .filter(|n| n["session_id"] != "busy")
+        .map(|n| format!("{} {} {}", n["session_id"].as_str().unwrap(), n["revision"], n["change"].as_str().unwrap()))
+        .collect();
+    assert_eq!(told, ["edited 2 appended", "deleted 0 deleted", "new 1 appended"]);
+
+    // Thirty days on, a session's last change is removed too.
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .execute("UPDATE changes SET at = at - 31 * 24 * 60 * 60 WHERE seq <= 1000", [])
+        .unwrap();
+    add_users(&mut a, "busy", 1_000);
+    assert_eq!(sqlite_log(path, 2_000), "");
+    a.finish();
+    b.finish();
+}
+
 fn status_kib(pid: u32, field: &str) -> u64 {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     text.lines().find_map(|l| l.strip_prefix(field)?.split_whitespace().next()?.parse().ok()).unwrap()

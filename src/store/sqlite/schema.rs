@@ -151,6 +151,15 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE messages_by_place RENAME TO messages;
     CREATE INDEX messages_by_id ON messages(id);
     "#,
+    // 10: the change log keeps each session's last change for thirty days
+    // (`changes::prune`): when each row was written (unix seconds; the rows already
+    // there take the migration's time), and each session's rows in order (an index
+    // entry ends with its row's `seq`, the rowid).
+    r#"
+    ALTER TABLE changes ADD COLUMN at INTEGER NOT NULL DEFAULT 0;
+    UPDATE changes SET at = unixepoch();
+    CREATE INDEX changes_by_session ON changes(session_id);
+    "#,
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
