@@ -191,6 +191,10 @@ impl MemoryStore {
 
     /// Indexes the images of `messages`, kept as `kept`.
     fn index_images(&self, messages: &[Message], kept: &[Stored]) {
+        // Most appends hold no image: the index's lock is not taken for them.
+        if messages.iter().all(|m| m.images.as_ref().is_none_or(Vec::is_empty)) {
+            return;
+        }
         let mut index = self.images.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         for (message, kept) in messages.iter().zip(kept) {
             for (i, data) in message.images.iter().flatten().enumerate() {

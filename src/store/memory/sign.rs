@@ -8,6 +8,8 @@
 //! message's score is bounded without reading it, so that a page of hits reads few
 //! messages beyond those it shows (`scan`).
 
+use std::cell::RefCell;
+
 use crate::session::search::{Query, ascii_indexed_words, indexed_words};
 
 /// A message's signature (see the module header).
@@ -32,8 +34,26 @@ impl Sign {
     /// The signature of a message's searchable text (`content_text`): each indexed word,
     /// lowercased as `all_words` does, hashed as the query's words are.
     pub fn of(text: &str) -> Sign {
+        thread_local! {
+            static SEEN: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+        }
+        SEEN.with(|seen| match seen.try_borrow_mut() {
+            Ok(mut seen) => {
+                seen.clear();
+                let sign = Sign::with(text, &mut seen);
+                // A long message's room is not kept for the short ones after it.
+                seen.shrink_to(KEPT_ROOM);
+                sign
+            }
+            Err(_) => Sign::with(text, &mut Vec::new()),
+        })
+    }
+
+    /// `of`, with `seen` (empty) to gather the hashes in: a buffer kept per thread, since
+    /// an allocation of its own cost each append about as much as the words' hashes.
+    fn with(text: &str, seen: &mut Vec<u64>) -> Sign {
         // Each indexed word's hash, then its prefix's (if it has one).
-        let mut seen: Vec<u64> = Vec::with_capacity(text.len() / 3);
+        seen.reserve(text.len() / 3);
         // The filter's bits, in a register until the end: set in memory a half at a time
         // and read back whole, each word would stall on the store it follows.
         let mut words = 0_u128;
@@ -132,6 +152,9 @@ impl Asks {
 /// How many characters of a word its prefix entry holds.
 const PREFIX: usize = 3;
 
+/// How many hashes' room `Sign::of`'s buffer keeps between messages.
+const KEPT_ROOM: usize = 1024;
+
 /// A lowercased word's hash, and the hash of its first `PREFIX` characters if it has as
 /// many (told apart from the word of those characters).
 fn hashes_of(word: &str) -> (u64, Option<u64>) {
@@ -227,6 +250,20 @@ mod tests {
 
     fn asks(query: &str) -> Asks {
         Asks::of(&Query::parse(query).unwrap())
+    }
+
+    /// The buffer `of` keeps per thread starts empty for each message: a short message
+    /// signed after a long one, or after itself, is signed as when alone.
+    #[test]
+    fn a_signature_does_not_depend_on_the_messages_signed_before_it() {
+        let short = "deploy the parser, then deploy it again";
+        let long = (0..5_000).map(|i| format!("word{i} ")).collect::<String>();
+        let alone = std::thread::spawn(move || Sign::of(short)).join().unwrap();
+        assert_ne!(alone, Sign::default());
+        for before in [long.as_str(), short, "", "deploy"] {
+            let _ = Sign::of(before);
+            assert_eq!(Sign::of(short), alone, "after {:.20}", before);
+        }
     }
 
     #[test]
