@@ -457,16 +457,24 @@ fn comes_to(read: impl Fn() -> String, expected: &str) {
     }
 }
 
+/// A fresh PostgreSQL schema (`None`: PostgreSQL tests are skipped), its name, the direct
+/// URL for psql, and a server on it that created the session `streamed`.
+fn streamed() -> Option<(Place, String, String, Server)> {
+    let (place, _) = Place::fresh(Backend::Postgres)?;
+    let Place::Postgres { schema, .. } = &place else { unreachable!() };
+    let schema = schema.clone();
+    let direct = crate::harness::postgres_direct_url().unwrap();
+    let mut a = Server::at(&place, Framing::Ndjson, &[]);
+    a.call("session/create", json!({"session_id": "streamed"}));
+    Some((place, schema, direct, a))
+}
+
 /// A draft is saved without its session's lock, so its row may come after that of a
 /// change it does not follow (another process's append, committed later): the prune
 /// does not take such a draft for the session's last change. Drafts follow drafts.
 #[test]
 fn the_prune_keeps_a_change_that_only_a_draft_comes_after() {
-    let Some((place, _)) = Place::fresh(Backend::Postgres) else { return };
-    let Place::Postgres { schema, .. } = &place else { unreachable!() };
-    let direct = crate::harness::postgres_direct_url().unwrap();
-    let mut a = Server::at(&place, Framing::Ndjson, &[]);
-    a.call("session/create", json!({"session_id": "streamed"}));
+    let Some((place, schema, direct, mut a)) = streamed() else { return };
     let sql = format!(
         "INSERT INTO {schema}.changes (session_id, revision, kind, message_count, at) \
          SELECT 'streamed', r, k, r, now() - interval '11 minutes' \
@@ -483,6 +491,34 @@ fn the_prune_keeps_a_change_that_only_a_draft_comes_after() {
     comes_to(rows, "0 created, 2 appended, 1 draft, 0 created");
     a.finish();
     b.finish();
+}
+
+/// A draft is saved without its session's lock, so its row may come after that of a
+/// later change of another process. When the reader read that change in one read and the
+/// draft in the next, the subscriber was told the draft after the change: the session's
+/// revision went back. Here psql writes the rows: the draft's in a read of its own.
+#[test]
+fn a_draft_read_after_a_later_change_was_told_is_not_told() {
+    let Some((_, schema, direct, mut a)) = streamed() else { return };
+    a.call("session/subscribe", json!({"session_id": "streamed"}));
+    let insert = |revision: u64, kind: &str| {
+        let sql = format!(
+            "INSERT INTO {schema}.changes (session_id, revision, kind, message_count, at) \
+             VALUES ('streamed', {revision}, '{kind}', {revision}, now())"
+        );
+        crate::postgres::psql(&direct, &sql);
+    };
+    insert(2, "appended");
+    let mut seen = until(&mut a, "streamed", 2, "appended");
+    insert(1, "draft");
+    // The table is read every 250 ms: the draft's row is read alone.
+    std::thread::sleep(Duration::from_secs(1));
+    insert(3, "appended");
+    seen.extend(until(&mut a, "streamed", 3, "appended"));
+    let told: Vec<String> =
+        seen.iter().map(|n| format!("{} {}", n["revision"], n["change"].as_str().unwrap())).collect();
+    assert_eq!(told, ["2 appended", "3 appended"]);
+    a.finish();
 }
 
 /// On SQLite, a subscribe whose change-log poller cannot start (its connection to the

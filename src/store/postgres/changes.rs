@@ -23,7 +23,8 @@
 //! So a reader that could not read for longer than ten minutes (its process asleep with
 //! the laptop, or cut off from the server) reads, when it reads again, the last change
 //! of every session changed meanwhile: a subscriber is told each session's latest
-//! change, as the protocol lets several changes be told as one.
+//! change, as the protocol lets several changes be told as one. A draft of an older
+//! revision than a change of its session told in the last minute is not told (`Told`).
 //!
 //! Failover: each read also names the server that answered it (its system identifier and
 //! timeline). When that changes (a standby promoted), or the highest position went back,
@@ -38,10 +39,10 @@
 //! only), a subscriber was told as they committed; they are not on the new primary, and
 //! the changes after them may carry revisions already notified.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
 use tokio::sync::Notify;
@@ -229,8 +230,42 @@ enum Scan {
     Resume,
 }
 
+/// How long the reader remembers the revision of a session's last change told, to pass
+/// over a draft of an older one read after it: far longer than a draft's transaction.
+const STALE_DRAFT_WITHIN: Duration = Duration::from_secs(60);
+
+/// The revision of each session's last change told that was not a draft, for the last
+/// `STALE_DRAFT_WITHIN`. A draft is saved without its session's lock, so its row may
+/// come after that of another process's later change; when one read took both, the
+/// watcher keeps the later change (`Watcher::push`), and when the draft came in a later
+/// read, the change was told already, and the draft, told after it, would put the
+/// session's revision back.
+#[derive(Default)]
+struct Told {
+    revisions: HashMap<String, (u64, Instant)>,
+}
+
+impl Told {
+    /// Whether `change`, read at `now`, is told: all but a draft of a revision older
+    /// than the session's last change told.
+    fn admits(&mut self, change: &Change, now: Instant) -> bool {
+        if change.kind == ChangeKind::Draft {
+            return self.revisions.get(&change.session_id).is_none_or(|&(revision, _)| change.revision >= revision);
+        }
+        // A session deleted and created again starts from 0.
+        self.revisions.insert(change.session_id.clone(), (change.revision, now));
+        true
+    }
+
+    /// Forgets what was told more than `STALE_DRAFT_WITHIN` before `now`.
+    fn forget_old(&mut self, now: Instant) {
+        self.revisions.retain(|_, (_, at)| now.duration_since(*at) < STALE_DRAFT_WITHIN);
+    }
+}
+
 async fn read(changes: Weak<Changes>, connections: Arc<Connections>, schema: Arc<str>, listen: Target) {
     let mut place: Option<Place> = None;
+    let mut told = Told::default();
     let mut listener: Option<tokio::task::JoinHandle<()>> = None;
     let mut failing = false;
     loop {
@@ -242,6 +277,7 @@ async fn read(changes: Weak<Changes>, connections: Arc<Connections>, schema: Arc
                 task.abort();
             }
             place = None;
+            told = Told::default();
             // Holding `me` meanwhile keeps the store's half alive a second at most.
             let _ = tokio::time::timeout(Duration::from_secs(1), me.wake.notified()).await;
             continue;
@@ -252,7 +288,9 @@ async fn read(changes: Weak<Changes>, connections: Arc<Connections>, schema: Arc
         let taken = me.wanted.load(Ordering::Acquire);
         match next(&connections, &schema, place.take()).await {
             Ok((found, next_place)) => {
-                for change in found {
+                let now = Instant::now();
+                told.forget_old(now);
+                for change in found.into_iter().filter(|change| told.admits(change, now)) {
                     me.feed.publish(change);
                 }
                 place = Some(next_place);
@@ -600,6 +638,37 @@ mod tests {
 
     fn told(found: &[Change]) -> Vec<&str> {
         found.iter().map(|c| c.session_id.as_str()).collect()
+    }
+
+    /// A draft read after a later change of its session was told is passed over, for a
+    /// minute; a draft of that revision or later, and every other change, is told.
+    #[test]
+    fn a_draft_older_than_a_change_told_before_it_is_not_told() {
+        let at = |revision, kind| Change { session_id: "s".into(), revision, kind, message_count: revision };
+        let start = Instant::now();
+        let mut told = Told::default();
+        let sequence = [
+            (at(2, ChangeKind::Appended), true),
+            (at(1, ChangeKind::Draft), false),
+            (at(2, ChangeKind::Draft), true),
+            (at(3, ChangeKind::Draft), true),
+            (at(3, ChangeKind::Appended), true),
+            (at(2, ChangeKind::Draft), false),
+            (at(5, ChangeKind::Deleted), true),
+            (at(0, ChangeKind::Created), true),
+            (at(0, ChangeKind::Draft), true),
+        ];
+        for (change, expected) in sequence {
+            assert_eq!(told.admits(&change, start), expected, "{change:?}");
+        }
+        let other = Change { session_id: "t".into(), ..at(0, ChangeKind::Draft) };
+        assert!(told.admits(&other, start), "another session's draft");
+        told.admits(&at(4, ChangeKind::Appended), start);
+        told.forget_old(start + STALE_DRAFT_WITHIN - Duration::from_millis(1));
+        assert!(!told.admits(&at(1, ChangeKind::Draft), start), "within the minute");
+        told.forget_old(start + STALE_DRAFT_WITHIN);
+        assert!(told.admits(&at(1, ChangeKind::Draft), start), "after it");
+        assert!(told.revisions.is_empty());
     }
 
     /// A reader whose last read saw positions up to 40,000 (so it remembers those from
