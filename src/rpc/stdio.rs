@@ -34,6 +34,10 @@ const CHUNK: usize = 64 * 1024;
 /// runtime (`Input::next`).
 #[cfg(unix)]
 const QUIET_WAIT: Timespec = Timespec { tv_sec: 0, tv_nsec: 1_000_000 };
+/// After a quiet read found the pipe empty and had to wait, how many of the quiet reads
+/// that follow one which took all there was wait first (`Input::next`).
+#[cfg(unix)]
+const WAITS_AFTER_A_MISS: u8 = 16;
 /// The pipe buffer asked for: Linux's default limit for unprivileged processes.
 #[cfg(target_os = "linux")]
 const PIPE_BUFFER: usize = 1 << 20;
@@ -91,21 +95,24 @@ impl NonBlocking {
 
     /// Reads what is there, or waits for it here with a `poll(2)` of its own for at most
     /// `QUIET_WAIT`, with no turn of the runtime: `None` when nothing came in that time.
-    /// `drained`: the last read emptied the pipe, so the wait comes first. Only for when
-    /// nothing else on this thread can be waiting to run (`Input::next`).
-    fn read_here(&self, buf: &mut [u8], drained: bool) -> Option<io::Result<usize>> {
-        if drained && !self.wait_here() {
-            return None;
+    /// `wait_first`: the wait comes before the first read (`Input::next` says when). Also
+    /// says whether it waited. Only for when nothing else on this thread can be waiting
+    /// to run (`Input::next`).
+    fn read_here(&self, buf: &mut [u8], wait_first: bool) -> (Option<io::Result<usize>>, bool) {
+        if wait_first && !self.wait_here() {
+            return (None, true);
         }
+        let mut waited = wait_first;
         loop {
             match self.fd.get_ref().read(buf) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    waited = true;
                     if !self.wait_here() {
-                        return None;
+                        return (None, true);
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                read => return Some(read),
+                read => return (Some(read), waited),
             }
         }
     }
@@ -226,6 +233,10 @@ pub struct Input {
     /// The last read took all there was.
     #[cfg(unix)]
     drained: bool,
+    /// How many more quiet reads after one that took all there was wait before they read
+    /// (`Input::next`).
+    #[cfg(unix)]
+    waits_first: u8,
     ended: bool,
 }
 
@@ -253,6 +264,8 @@ impl Input {
             chunk: vec![0; CHUNK],
             #[cfg(unix)]
             drained: false,
+            #[cfg(unix)]
+            waits_first: 0,
             ended: false,
         })
     }
@@ -268,6 +281,13 @@ impl Input {
     /// another thread, waits for a millisecond of silence, or at most for the 16th frame
     /// since the runtime's last turn, after which the connection always yields
     /// (`FRAMES_PER_TURN`).
+    ///
+    /// After a read that took all there was, the quiet read tries the pipe before it
+    /// waits while that finds the next request, as it does when the client runs on the
+    /// same CPU and sent it while this server finished the last: the `poll` would only
+    /// add a system call, a tenth of the round trip (BENCHMARKS.md). Once the pipe is found
+    /// empty, the next `WAITS_AFTER_A_MISS` such reads wait first, so that a client on
+    /// another CPU costs one read that finds nothing in seventeen.
     pub async fn next(&mut self, out: &mut Vec<Incoming>, quiet: bool) -> bool {
         #[cfg(not(unix))]
         let _ = quiet;
@@ -275,7 +295,17 @@ impl Input {
             let read: io::Result<&[u8]> = match &mut self.kind {
                 #[cfg(unix)]
                 InputKind::Polled(fd) => {
-                    let here = quiet.then(|| fd.read_here(&mut self.chunk, self.drained)).flatten();
+                    let mut here = None;
+                    if quiet {
+                        let wait_first = self.drained && self.waits_first > 0;
+                        let (read, waited) = fd.read_here(&mut self.chunk, wait_first);
+                        self.waits_first = match (wait_first, waited && self.drained) {
+                            (true, _) => self.waits_first - 1,
+                            (false, true) => WAITS_AFTER_A_MISS,
+                            (false, false) => 0,
+                        };
+                        here = read;
+                    }
                     let read = match here {
                         Some(read) => read,
                         None => fd.read(&mut self.chunk).await,
@@ -348,23 +378,65 @@ mod tests {
         let mut buf = [0; 16];
 
         write.write_all(b"hello").unwrap();
-        for drained in [false, true] {
-            assert_eq!(input.read_here(&mut buf, drained).unwrap().unwrap(), 5);
+        for wait_first in [false, true] {
+            let (read, waited) = input.read_here(&mut buf, wait_first);
+            assert_eq!((read.unwrap().unwrap(), waited), (5, wait_first));
             assert_eq!(&buf[..5], b"hello");
             write.write_all(b"hello").unwrap();
         }
-        assert_eq!(input.read_here(&mut buf, false).unwrap().unwrap(), 5);
+        let (read, waited) = input.read_here(&mut buf, false);
+        assert_eq!((read.unwrap().unwrap(), waited), (5, false));
 
         let start = Instant::now();
-        assert!(input.read_here(&mut buf, true).is_none());
-        assert!(input.read_here(&mut buf, false).is_none());
+        for wait_first in [true, false] {
+            let (read, waited) = input.read_here(&mut buf, wait_first);
+            assert!(read.is_none() && waited);
+        }
         assert!(start.elapsed() >= Duration::from_millis(2), "each waited a millisecond");
 
         // What the runtime's wait then finds is all there is.
         write.write_all(b"more").unwrap();
         assert_eq!(input.read(&mut buf).await.unwrap(), 4);
         drop(write);
-        assert_eq!(input.read_here(&mut buf, true).unwrap().unwrap(), 0);
+        let (read, waited) = input.read_here(&mut buf, true);
+        assert_eq!((read.unwrap().unwrap(), waited), (0, true));
+    }
+
+    /// After a read that took all there was, a quiet read tries the pipe before it waits
+    /// while that finds the next request; once it found the pipe empty, the next
+    /// `WAITS_AFTER_A_MISS` such reads wait first, and then it tries again.
+    #[tokio::test]
+    async fn a_quiet_read_waits_first_only_after_it_found_the_pipe_empty() {
+        use crate::rpc::framing::{Framing, FramingCell};
+        let (read, write) = rustix::pipe::pipe().unwrap();
+        let decoder = Decoder::new(FramingCell::new(Some(Framing::Ndjson)), 1024);
+        let mut input = Input::new(Source::Fd(read), decoder).unwrap();
+        let mut write = File::from(write);
+        let mut frames = Vec::new();
+        let mut take = async |input: &mut Input| {
+            assert!(input.next(&mut frames, true).await);
+            assert_eq!(std::mem::take(&mut frames).len(), 1);
+            input.waits_first
+        };
+
+        for _ in 0..3 {
+            write.write_all(b"{}\n").unwrap();
+            assert_eq!(take(&mut input).await, 0, "the request was there: nothing to wait for");
+        }
+        // The next request comes well after the read began, which found the pipe empty.
+        let mut late = write.try_clone().unwrap();
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            late.write_all(b"{}\n").unwrap();
+        });
+        assert_eq!(take(&mut input).await, WAITS_AFTER_A_MISS);
+        late.join().unwrap();
+        for left in (0..WAITS_AFTER_A_MISS).rev() {
+            write.write_all(b"{}\n").unwrap();
+            assert_eq!(take(&mut input).await, left);
+        }
+        write.write_all(b"{}\n").unwrap();
+        assert_eq!(take(&mut input).await, 0, "read first again, and it found the request");
     }
 
     /// A regular file and `/dev/null` are written in place, a pipe is polled, and a
