@@ -228,6 +228,17 @@ impl Decoder {
                 }
                 take
             }
+            // Nearly every frame's header, whole in one read: taken at once.
+            State::Headers { lines: 0, length: None, long: false } if self.line.is_empty() => {
+                match plain_header(input) {
+                    Some((length, used)) => {
+                        self.state = State::Headers { lines: 1, length: Some(Ok(length)), long: false };
+                        self.end_headers(out);
+                        used
+                    }
+                    None => self.header_bytes(input, out),
+                }
+            }
             State::Headers { .. } | State::Resync => self.header_bytes(input, out),
         }
     }
@@ -338,6 +349,20 @@ fn header(line: &[u8]) -> Option<(&'static str, &[u8])> {
     if name.eq_ignore_ascii_case(b"content-length") { Some(("content-length", value)) } else { Some(("other", value)) }
 }
 
+/// The header every client writes, whole at the start of `input`: exactly
+/// `Content-Length: N\r\n\r\n`, N of at most 19 digits. Its length, and the bytes it
+/// takes; anything else is left to `header_bytes`, which reads it to the same effect.
+fn plain_header(input: &[u8]) -> Option<(u64, usize)> {
+    const NAME: &[u8] = b"Content-Length: ";
+    let rest = input.strip_prefix(NAME)?;
+    let digits = rest.iter().take(20).take_while(|b| b.is_ascii_digit()).count();
+    if !(1..=19).contains(&digits) || rest.get(digits..digits + 4)? != b"\r\n\r\n" {
+        return None;
+    }
+    let length = rest[..digits].iter().fold(0, |n, &b| n * 10 + u64::from(b - b'0'));
+    Some((length, NAME.len() + digits + 4))
+}
+
 fn parse_length(value: &[u8]) -> Result<u64, String> {
     std::str::from_utf8(value)
         .ok()
@@ -421,6 +446,40 @@ mod tests {
         assert_eq!(got, []);
         let (got, _) = frames(b"Content-Length: 999999999999999999999999\r\n\r\n{}", None, 100);
         assert!(matches!(&got[..], [Incoming::Malformed(_)]));
+    }
+
+    /// The header taken at once (`plain_header`) and every other header read line by line
+    /// give the same frames: `frames` reads each input one byte at a time, where no
+    /// header is whole, and whole.
+    #[test]
+    fn a_plain_header_is_read_as_any_other() {
+        assert_eq!(plain_header(b"Content-Length: 2\r\n\r\n{}"), Some((2, 21)));
+        assert_eq!(plain_header(b"Content-Length: 0009999999999999999999\r\n\r\n"), None);
+        for header in [
+            "Content-Length: 2\r\n\r\n",
+            "Content-Length: 02\r\n\r\n",
+            "Content-Length: 0000000000000000002\r\n\r\n",
+            "Content-Length: 00000000000000000002\r\n\r\n",
+            "content-length: 2\r\n\r\n",
+            "Content-Length:2\r\n\r\n",
+            "Content-Length: 2 \r\n\r\n",
+            "Content-Length: 2\n\n",
+            "Content-Length: 2\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n",
+        ] {
+            let (got, _) =
+                frames(format!("{header}{{}}Content-Length: 3\r\n\r\n[1]").as_bytes(), Some(Framing::Lsp), 100);
+            assert_eq!(got, [frame("{}"), frame("[1]")], "{header:?}");
+        }
+        for (header, why) in [
+            ("Content-Length: \r\n\r\n", "invalid Content-Length \"\""),
+            ("Content-Length: 99999999999999999999\r\n\r\n", "invalid Content-Length \"99999999999999999999\""),
+        ] {
+            let (got, _) =
+                frames(format!("{header}{{}}Content-Length: 3\r\n\r\n[1]").as_bytes(), Some(Framing::Lsp), 100);
+            assert_eq!(got, [Incoming::Malformed(why.into()), frame("[1]")], "{header:?}");
+        }
+        let (got, _) = frames(b"Content-Length: 0\r\n\r\nContent-Length: 200\r\n\r\n", Some(Framing::Lsp), 100);
+        assert_eq!(got, [frame("")]);
     }
 
     #[test]

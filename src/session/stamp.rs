@@ -36,6 +36,12 @@ pub fn push_at_micros(out: &mut String, micros: i64) {
 /// `None` for any other text. `at_micros` gives back exactly the text read.
 pub fn micros_of(canonical: &str) -> Option<i64> {
     let b = canonical.as_bytes();
+    of_kept_second(b).or_else(|| parsed(b))
+}
+
+/// `micros_of` read whole: the date and the time checked against the calendar, and the
+/// stamp of the time read compared with the text.
+fn parsed(b: &[u8]) -> Option<i64> {
     let separators = [(4, b'-'), (7, b'-'), (10, b'T'), (13, b':'), (16, b':'), (19, b'.'), (26, b'Z')];
     if b.len() != 27 || separators.iter().any(|&(at, c)| b[at] != c) {
         return None;
@@ -53,10 +59,25 @@ pub fn micros_of(canonical: &str) -> Option<i64> {
     (stamp(micros) == *b).then_some(micros)
 }
 
-fn stamp(micros: i64) -> [u8; 27] {
-    thread_local! {
-        static SECOND: Cell<(i64, [u8; 27])> = const { Cell::new((i64::MIN, [0; 27])) };
+thread_local! {
+    /// The second `stamp` last wrote on this thread, and its text (with the microseconds
+    /// of whichever stamp it was).
+    static SECOND: Cell<(i64, [u8; 27])> = const { Cell::new((i64::MIN, [0; 27])) };
+}
+
+/// `micros_of` of a stamp in the second `stamp` last wrote on this thread (as a message's
+/// own, read back when it is stored): its date and time compared with that second's,
+/// and only its microseconds read.
+fn of_kept_second(b: &[u8]) -> Option<i64> {
+    let (second, text) = SECOND.with(Cell::get);
+    if second == i64::MIN || b.len() != 27 || b[..20] != text[..20] || b[26] != b'Z' {
+        return None;
     }
+    let micro = b[20..26].iter().try_fold(0, |n, &c| c.is_ascii_digit().then(|| n * 10 + i64::from(c - b'0')))?;
+    second.checked_mul(1_000_000)?.checked_add(micro)
+}
+
+fn stamp(micros: i64) -> [u8; 27] {
     let (second, micro) = (micros.div_euclid(1_000_000), micros.rem_euclid(1_000_000));
     let mut out = SECOND.with(|kept| match kept.get() {
         (at, text) if at == second => text,
@@ -218,6 +239,34 @@ mod tests {
         ] {
             assert_eq!(micros_of(other), None, "{other}");
         }
+    }
+
+    /// A stamp in the second last written on this thread is read by its microseconds
+    /// alone, and reads as the whole parse reads it.
+    #[test]
+    fn a_stamp_in_the_kept_second_reads_as_the_whole_parse_reads_it() {
+        let at = 1_733_300_000_000_000;
+        let earlier = at_micros(at - 1);
+        let kept = at_micros(at + 250_000);
+        for (tail, micros) in [
+            ("000000Z", Some(at)),
+            ("999999Z", Some(at + 999_999)),
+            ("250000Z", Some(at + 250_000)),
+            ("12345aZ", None),
+            ("+12345Z", None),
+            ("123456z", None),
+            ("12345Z", None),
+            ("1234567Z", None),
+            ("123456Zx", None),
+        ] {
+            let text = format!("{}{tail}", &kept[..20]);
+            assert_eq!(of_kept_second(text.as_bytes()), micros, "{text}");
+            assert_eq!(parsed(text.as_bytes()), micros, "{text}");
+            assert_eq!(micros_of(&text), micros, "{text}");
+        }
+        // Another second is read whole.
+        assert_eq!(of_kept_second(earlier.as_bytes()), None);
+        assert_eq!(micros_of(&earlier), Some(at - 1));
     }
 
     #[test]
