@@ -348,8 +348,21 @@ impl Term {
 
 /// `indexed_words` of an ASCII text, as they are written (not lowercased).
 pub fn ascii_indexed_words(text: &[u8]) -> impl Iterator<Item = &[u8]> {
-    text.split(|b| !b.is_ascii_alphanumeric()).filter(|w| !w.is_empty() && w.len() <= MAX_WORD_BYTES).take(MAX_WORDS)
+    // A table, a load a byte: `is_ascii_alphanumeric`'s two range tests took five
+    // instructions a byte more, a tenth of what signing a message costs.
+    text.split(|&b| !IN_A_WORD[usize::from(b)]).filter(|w| !w.is_empty() && w.len() <= MAX_WORD_BYTES).take(MAX_WORDS)
 }
+
+/// Whether each byte is an ASCII letter or digit.
+static IN_A_WORD: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = (b as u8).is_ascii_alphanumeric();
+        b += 1;
+    }
+    table
+};
 
 /// Whether `text` (ASCII), lowercased, holds `word` (lowercase): `word`'s first byte
 /// found in either case, the rest compared ignoring ASCII case. A word that is not ASCII

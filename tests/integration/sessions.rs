@@ -58,6 +58,14 @@ fn update_and_revisions(s: &mut Server) {
     let ok = s.call("session/update", json!({"session_id": "u", "metadata": {"a": 1}, "expected_revision": 1}));
     assert_eq!((ok["revision"].as_u64(), &ok["metadata"]), (Some(2), &json!({"a": 1})));
     assert!(ok["updated_at"].as_str() >= ok["created_at"].as_str());
+    // An append stamps the session again, in the one form every stamp has, no earlier
+    // than the message it stored.
+    s.call("session/add_user", json!({"session_id": "u", "text": "hi"}));
+    let message = s.call("session/history", json!({"session_id": "u"}))["messages"][0]["created_at"].clone();
+    let appended = s.call("session/get", json!({"session_id": "u"}));
+    let (stamp, message) = (appended["updated_at"].as_str().unwrap(), message.as_str().unwrap());
+    assert_eq!((stamp.len(), &stamp[10..11], &stamp[stamp.len() - 1..]), (message.len(), "T", "Z"), "{stamp}");
+    assert!(stamp >= message && Some(stamp) >= ok["updated_at"].as_str(), "{stamp} after {message}");
     s.fail("session/update", json!({"session_id": "ghost", "title": "x"}), 1001);
     s.fail("session/update", json!({"session_id": "u", "expected_revision": -1}), -32602);
 }

@@ -21,7 +21,7 @@ use crate::session::native::UsageTotals;
 use crate::session::search::Query;
 use crate::session::{
     Draft, DraftEnd, Fields, ForkPoint, Import, ListKey, Message, Patch, SessionInfo, check_revision,
-    compaction_message, new_session_id, now, plan_append, rewind_keeps, turns_cut,
+    compaction_message, new_session_id, now, plan_append, push_at_micros, rewind_keeps, turns_cut,
 };
 use crate::store::feed::{Change, ChangeKind, Feed, Watcher};
 use crate::store::text::WeakText;
@@ -88,7 +88,10 @@ impl Entry {
 
     fn touch(&mut self) {
         self.revision += 1;
-        self.updated_at = now();
+        // Written over in place: a stamp is always as long, so every append after the
+        // first allocates no text for it.
+        self.updated_at.clear();
+        push_at_micros(&mut self.updated_at, crate::mint::now_micros());
     }
 }
 
