@@ -96,9 +96,10 @@ def span(values, digits=2):
 
 
 def probe_ratios(records):
-    """Each run's convo ÷ echo: the sequential p50, and requests/s pipelined on one session."""
-    seq = [r["convo_seq_p50_us"] / r["echo_seq_p50_us"] for r in records]
-    pipe = [r["convo_pipe_per_s"] / r["echo_pipe_per_s"] for r in records]
+    """Each run's convo ÷ echo: the sequential p50, and requests/s pipelined on one session;
+    the median of the run's per-block ratios (`probe --pair`)."""
+    seq = [r["seq_ratio"] for r in records]
+    pipe = [r["pipe_ratio"] for r in records]
     return seq, pipe
 
 
@@ -111,8 +112,12 @@ def probe_section(probe, histories):
         "one session; the request written in one `write`, or as header then body. Client and "
         "server are pinned with `taskset`, to one vCPU or across two, because on a small VM a "
         "round trip across vCPUs costs several times more and an unpinned pair moves between "
-        "the two during a run. Runs are interleaved; each waits for a quiet machine. Spread over "
-        "runs (min–max):\n"
+        "the two during a run. Each run measures the two in pairs (`probe --pair 20`): both "
+        "servers started, then 20 blocks each (1,000 round trips, then 5,000 requests pipelined) "
+        "that alternate between them, echo then convo, then convo then echo, a fraction of a "
+        "second apart, so that the machine's drift falls on both alike; a run's p50s and rates "
+        "are the medians over its blocks, and its ratios the medians of the blocks' ratios. Each "
+        "run waits for a quiet machine. Spread over runs (min–max):\n"
     )
     out.append("| placement, request written | echo p50 (µs) | convo p50 (µs) | convo ÷ echo, sequential | convo ÷ echo, pipelined one session |")
     out.append("|---|---|---|---|---|")

@@ -12,6 +12,12 @@
  *                LSP libraries do).
  * --read spin:   busy-poll a non-blocking pipe instead of sleeping in read(2), to see
  *                what the wake-up of the client costs.
+ * --pair B:      seq and pipe against two servers at once (`-- CMD_A ... --vs CMD_B ...`),
+ *                both started before either is measured, the counts cut into B blocks that
+ *                alternate between them (A B, then B A, ...): each pair of blocks runs a
+ *                fraction of a second apart, so a machine whose speed drifts (other
+ *                guests on the host) moves both alike. Gives the median and the spread of
+ *                the B per-block ratios B/A, beside each server's median p50 and rate.
  * One JSON line per measurement on stdout.
  *
  * Build: cc -O2 -o target/probe bench/probe/probe.c
@@ -56,6 +62,23 @@ static void write_all(const char *p, size_t n) {
         p += k;
         n -= (size_t)k;
     }
+}
+
+/* What a server's client keeps: its pipes and its read buffer. `--pair` keeps two and
+ * swaps one into the globals above before each block. */
+struct server {
+    int to, from;
+    pid_t pid;
+    char *buf;
+    size_t cap, start, end;
+};
+
+static void save(struct server *s) {
+    s->to = to_child, s->from = from_child, s->buf = rbuf, s->cap = rcap, s->start = rstart, s->end = rend;
+}
+
+static void load(const struct server *s) {
+    to_child = s->to, from_child = s->from, rbuf = s->buf, rcap = s->cap, rstart = s->start, rend = s->end;
 }
 
 /* One request: its header and body, in one write or two. */
@@ -152,10 +175,9 @@ static int cmp_u64(const void *a, const void *b) {
 
 static long next_id = 1;
 
-static void seq(long n, long warmup, const char *wmode, const char *rmode) {
+/* n round trips after `warmup` more, their latencies sorted into lat. */
+static void seq_into(uint64_t *lat, long n, long warmup) {
     char body[512];
-    uint64_t *lat = malloc(sizeof *lat * (size_t)n);
-    if (!lat) die("out of memory");
     for (long i = 0; i < warmup + n; i++) {
         int len = add_user(body, sizeof body, next_id++);
         uint64_t t0 = now_ns();
@@ -166,6 +188,12 @@ static void seq(long n, long warmup, const char *wmode, const char *rmode) {
         if (i >= warmup) lat[i - warmup] = t1 - t0;
     }
     qsort(lat, (size_t)n, sizeof *lat, cmp_u64);
+}
+
+static void seq(long n, long warmup, const char *wmode, const char *rmode) {
+    uint64_t *lat = malloc(sizeof *lat * (size_t)n);
+    if (!lat) die("out of memory");
+    seq_into(lat, n, warmup);
     double sum = 0;
     for (long i = 0; i < n; i++) sum += (double)lat[i];
     printf("{\"mode\":\"seq\",\"write\":\"%s\",\"read\":\"%s\",\"n\":%ld,\"p50_us\":%.2f,\"p90_us\":%.2f,"
@@ -175,7 +203,8 @@ static void seq(long n, long warmup, const char *wmode, const char *rmode) {
     free(lat);
 }
 
-static void pipe_rate(long n, long window, const char *wmode, const char *rmode) {
+/* n requests, `window` in flight: requests a second. */
+static double pipe_per_s(long n, long window) {
     char body[512];
     long sent = 0, received = 0;
     uint64_t t0 = now_ns();
@@ -193,9 +222,13 @@ static void pipe_rate(long n, long window, const char *wmode, const char *rmode)
             if (is_reply(b, len)) { received++; any = 1; }
         if (!any && received < n) fill();
     }
-    double s = (now_ns() - t0) / 1e9;
+    return n / ((now_ns() - t0) / 1e9);
+}
+
+static void pipe_rate(long n, long window, const char *wmode, const char *rmode) {
+    double rate = pipe_per_s(n, window);
     printf("{\"mode\":\"pipe\",\"write\":\"%s\",\"read\":\"%s\",\"n\":%ld,\"window\":%ld,\"req_per_s\":%.0f}\n",
-           wmode, rmode, n, window, n / s);
+           wmode, rmode, n, window, rate);
     fflush(stdout);
 }
 
@@ -244,41 +277,78 @@ static void history(long window) {
     fflush(stdout);
 }
 
+static double median(double *v, int n) {
+    for (int i = 1; i < n; i++) /* insertion sort: a few dozen values */
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            double t = v[j]; v[j] = v[j - 1]; v[j - 1] = t;
+        }
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* --pair: servers[0] (A, the echo) and servers[1] (B, convo), blocks alternating. */
+static void pair(struct server *servers, int blocks, long n, long warmup, long pipe_n, long window,
+                 const char *wmode, const char *rmode) {
+    long block_n = n / blocks, block_pipe = pipe_n / blocks;
+    if (block_n < 1 || block_pipe < 1) die("--pair: fewer requests than blocks");
+    uint64_t *lat = malloc(sizeof *lat * (size_t)(block_n > warmup ? block_n : warmup));
+    double *p50[2], *rate[2], *seq_ratio = malloc(sizeof(double) * blocks), *pipe_ratio = malloc(sizeof(double) * blocks);
+    for (int s = 0; s < 2; s++) {
+        p50[s] = malloc(sizeof(double) * blocks);
+        rate[s] = malloc(sizeof(double) * blocks);
+    }
+    if (!lat || !seq_ratio || !pipe_ratio) die("out of memory");
+    for (int s = 0; s < 2; s++) { /* each warmed up before either is measured */
+        load(&servers[s]);
+        seq_into(lat, warmup, 0);
+        save(&servers[s]);
+    }
+    for (int b = 0; b < blocks; b++) {
+        for (int k = 0; k < 2; k++) {
+            int s = b % 2 ? 1 - k : k; /* A B, then B A: neither always goes first */
+            load(&servers[s]);
+            seq_into(lat, block_n, 0);
+            p50[s][b] = lat[block_n / 2] / 1e3;
+            save(&servers[s]);
+        }
+        for (int k = 0; k < 2; k++) {
+            int s = b % 2 ? 1 - k : k;
+            load(&servers[s]);
+            rate[s][b] = pipe_per_s(block_pipe, window);
+            save(&servers[s]);
+        }
+        seq_ratio[b] = p50[1][b] / p50[0][b];
+        pipe_ratio[b] = rate[1][b] / rate[0][b];
+    }
+    double seq_lo = seq_ratio[0], seq_hi = seq_ratio[0], pipe_lo = pipe_ratio[0], pipe_hi = pipe_ratio[0];
+    for (int b = 1; b < blocks; b++) {
+        if (seq_ratio[b] < seq_lo) seq_lo = seq_ratio[b];
+        if (seq_ratio[b] > seq_hi) seq_hi = seq_ratio[b];
+        if (pipe_ratio[b] < pipe_lo) pipe_lo = pipe_ratio[b];
+        if (pipe_ratio[b] > pipe_hi) pipe_hi = pipe_ratio[b];
+    }
+    printf("{\"mode\":\"pair\",\"write\":\"%s\",\"read\":\"%s\",\"blocks\":%d,\"n\":%ld,\"pipe_n\":%ld,\"window\":%ld,"
+           "\"a_seq_p50_us\":%.2f,\"b_seq_p50_us\":%.2f,\"seq_ratio\":%.3f,\"seq_ratio_min\":%.3f,\"seq_ratio_max\":%.3f,"
+           "\"a_pipe_per_s\":%.0f,\"b_pipe_per_s\":%.0f,\"pipe_ratio\":%.3f,\"pipe_ratio_min\":%.3f,\"pipe_ratio_max\":%.3f}\n",
+           wmode, rmode, blocks, block_n * blocks, block_pipe * blocks, window, median(p50[0], blocks),
+           median(p50[1], blocks), median(seq_ratio, blocks), seq_lo, seq_hi, median(rate[0], blocks),
+           median(rate[1], blocks), median(pipe_ratio, blocks), pipe_lo, pipe_hi);
+    fflush(stdout);
+}
+
 static void usage(void) {
     fprintf(stderr,
             "usage: probe [--mode seq|pipe|both|history] [--write one|split] [--read block|spin] [-n N] [--warmup N]\n"
-            "             [--pipe-n N] [--window W] [--quiet] -- CMD ARGS...\n");
+            "             [--pipe-n N] [--window W] [--quiet] -- CMD ARGS...\n"
+            "       probe --pair BLOCKS [--write ...] [-n N] [--warmup N] [--pipe-n N] [--window W] [--quiet]\n"
+            "             -- CMD_A ARGS... --vs CMD_B ARGS...\n");
     exit(2);
 }
 
-int main(int argc, char **argv) {
-    const char *mode = "both", *wmode = "one", *rmode = "block";
-    long n = 20000, warmup = 2000, pipe_n = 100000, window = 64;
-    int quiet = 0, i = 1;
-    for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
-        if (!v) usage();
-        if (!strcmp(a, "--mode")) mode = v;
-        else if (!strcmp(a, "--write")) wmode = v;
-        else if (!strcmp(a, "--read")) rmode = v;
-        else if (!strcmp(a, "-n")) n = atol(v);
-        else if (!strcmp(a, "--warmup")) warmup = atol(v);
-        else if (!strcmp(a, "--pipe-n")) pipe_n = atol(v);
-        else if (!strcmp(a, "--window")) window = atol(v);
-        else usage();
-        i++;
-    }
-    if (i + 1 >= argc || n <= 0 || window <= 0) usage();
-    if (strcmp(wmode, "one") && strcmp(wmode, "split")) usage();
-    if (strcmp(rmode, "block") && strcmp(rmode, "spin")) usage();
-    if (strcmp(mode, "seq") && strcmp(mode, "pipe") && strcmp(mode, "both") && strcmp(mode, "history")) usage();
-    if (!(rbuf = malloc(rcap))) die("out of memory");
-    split_writes = !strcmp(wmode, "split");
-    spin_reads = !strcmp(rmode, "spin");
-    char **cmd = argv + i + 1;
+static int quiet = 0;
 
-    signal(SIGPIPE, SIG_IGN); /* a server that dies shows as a failed write */
+/* Starts `cmd` on two fresh pipes, initializes it and, unless `session` is NULL, creates
+ * that session: the server is left loaded in the globals. */
+static void start(struct server *server, char **cmd, const char *session) {
     int in[2], out[2];
     if (pipe(in) || pipe(out)) die("pipe failed");
     pid_t pid = fork();
@@ -299,29 +369,86 @@ int main(int argc, char **argv) {
     close(out[1]);
     to_child = in[1];
     from_child = out[0];
+    rcap = 1 << 20, rstart = rend = 0;
+    if (!(rbuf = malloc(rcap))) die("out of memory");
     if (spin_reads) fcntl(from_child, F_SETFL, fcntl(from_child, F_GETFL) | O_NONBLOCK);
 
     static const char init[] = "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{}}";
     send_body(init, sizeof init - 1);
     recv_reply("initialize");
-    if (!strcmp(mode, "history")) {
-        history(window);
-    } else {
+    if (session) {
         char body[256];
         int len = snprintf(body, sizeof body,
-                           "{\"jsonrpc\":\"2.0\",\"id\":%ld,\"method\":\"session/create\",\"params\":{\"session_id\":\"probe\"}}",
-                           next_id++);
+                           "{\"jsonrpc\":\"2.0\",\"id\":%ld,\"method\":\"session/create\",\"params\":{\"session_id\":\"%s\"}}",
+                           next_id++, session);
         send_body(body, (size_t)len);
         recv_reply("session/create");
-        if (strcmp(mode, "pipe")) seq(n, warmup, wmode, rmode);
-        if (strcmp(mode, "seq")) pipe_rate(pipe_n, window, wmode, rmode);
     }
+    server->pid = pid;
+    save(server);
+}
 
+/* Tells the loaded server to exit and waits for it. */
+static void stop(const struct server *server) {
+    load(server);
     static const char exit_[] = "{\"jsonrpc\":\"2.0\",\"method\":\"exit\"}";
     send_body(exit_, sizeof exit_ - 1);
     close(to_child);
     close(from_child); /* nothing more is read; a late write gets EPIPE, not a hang */
     int status;
-    waitpid(pid, &status, 0);
+    waitpid(server->pid, &status, 0);
+}
+
+int main(int argc, char **argv) {
+    const char *mode = "both", *wmode = "one", *rmode = "block";
+    long n = 20000, warmup = 2000, pipe_n = 100000, window = 64;
+    int blocks = 0, i = 1;
+    for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
+        if (!v) usage();
+        if (!strcmp(a, "--mode")) mode = v;
+        else if (!strcmp(a, "--write")) wmode = v;
+        else if (!strcmp(a, "--read")) rmode = v;
+        else if (!strcmp(a, "-n")) n = atol(v);
+        else if (!strcmp(a, "--warmup")) warmup = atol(v);
+        else if (!strcmp(a, "--pipe-n")) pipe_n = atol(v);
+        else if (!strcmp(a, "--window")) window = atol(v);
+        else if (!strcmp(a, "--pair")) blocks = atoi(v);
+        else usage();
+        i++;
+    }
+    if (i + 1 >= argc || n <= 0 || window <= 0 || blocks < 0) usage();
+    if (strcmp(wmode, "one") && strcmp(wmode, "split")) usage();
+    if (strcmp(rmode, "block") && strcmp(rmode, "spin")) usage();
+    if (strcmp(mode, "seq") && strcmp(mode, "pipe") && strcmp(mode, "both") && strcmp(mode, "history")) usage();
+    split_writes = !strcmp(wmode, "split");
+    spin_reads = !strcmp(rmode, "spin");
+    char **cmd = argv + i + 1;
+    signal(SIGPIPE, SIG_IGN); /* a server that dies shows as a failed write */
+
+    if (blocks > 0) {
+        char **vs = cmd;
+        while (*vs && strcmp(*vs, "--vs") != 0) vs++;
+        if (!*vs || vs == cmd || !vs[1]) usage();
+        *vs = NULL; /* ends A's command */
+        struct server servers[2];
+        start(&servers[0], cmd, "probe");
+        start(&servers[1], vs + 1, "probe");
+        pair(servers, blocks, n, warmup, pipe_n, window, wmode, rmode);
+        stop(&servers[0]);
+        stop(&servers[1]);
+        return 0;
+    }
+
+    struct server server;
+    start(&server, cmd, strcmp(mode, "history") ? "probe" : NULL);
+    if (!strcmp(mode, "history")) {
+        history(window);
+    } else {
+        if (strcmp(mode, "pipe")) seq(n, warmup, wmode, rmode);
+        if (strcmp(mode, "seq")) pipe_rate(pipe_n, window, wmode, rmode);
+    }
+    stop(&server);
     return 0;
 }
