@@ -3,6 +3,7 @@
 //! the drafts of streams; and how every statement goes out (`Db`).
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 
 use deadpool_postgres::ClientWrapper;
 use serde_json::{Map, Value};
@@ -224,6 +225,17 @@ pub async fn load_session(db: Db<'_>, session_id: &str, for_update: bool) -> Res
     let lock = if for_update { " FOR UPDATE" } else { "" };
     let sql = format!("SELECT {SESSION_COLUMNS} FROM convo.sessions WHERE session_id = $1{lock}");
     query_opt(db, &sql, &[&session_id]).await?.map(|r| session(&r)).transpose()
+}
+
+/// Which of `ids` name a session: one statement, where a lookup each was a round trip each
+/// (a run of a thousand creates the host named).
+pub async fn taken(db: Db<'_>, ids: &[&str]) -> Result<HashSet<String>> {
+    if ids.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let ids = ids.to_vec();
+    let rows = query(db, "SELECT session_id FROM convo.sessions WHERE session_id = ANY($1::text[])", &[&ids]).await?;
+    Ok(rows.iter().map(|row| row.get(0)).collect())
 }
 
 /// Writes a session row whole: replaces the one with its id or, when `new`, inserts it,

@@ -2,7 +2,7 @@
 //! connection (each sent as `rows::Db` sends them). The chain is read in one recursive
 //! query, and what lies below a segment too.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use deadpool_postgres::ClientWrapper;
@@ -102,6 +102,10 @@ fn range(lo: u64, hi: u64) -> (i64, i64) {
 impl Tx for Pg<'_> {
     async fn session(&self, id: &str, lock: bool) -> Result<Option<SessionRow>> {
         rows::load_session(self.db, id, lock).await
+    }
+
+    async fn taken(&self, ids: &[&str]) -> Result<HashSet<String>> {
+        rows::taken(self.db, ids).await
     }
 
     async fn put_session(&self, row: &SessionRow, new: bool) -> Result<()> {

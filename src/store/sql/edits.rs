@@ -75,8 +75,7 @@ pub async fn create<T: Tx + ?Sized>(tx: &T, session_id: Option<String>, fields: 
 /// alone (and refused there).
 pub async fn create_run<T: Tx + ?Sized>(tx: &T, run: Vec<(Option<String>, Fields)>) -> Result<Vec<SessionInfo>> {
     let wanted: Vec<&str> = run.iter().filter_map(|(id, _)| id.as_deref()).collect();
-    let found = futures_util::future::try_join_all(wanted.iter().map(|id| tx.session(id, false))).await?;
-    let taken: HashSet<&str> = wanted.iter().zip(&found).filter(|(_, row)| row.is_some()).map(|(id, _)| *id).collect();
+    let taken = tx.taken(&wanted).await?;
     let mut seen = HashSet::new();
     let fresh = run
         .iter()

@@ -44,6 +44,12 @@ impl Appending {
 pub trait Tx {
     // Sessions.
     async fn session(&self, id: &str, lock: bool) -> Result<Option<SessionRow>>;
+    /// Which of `ids` name a session now (none locked). By default each looked up, all
+    /// issued together.
+    async fn taken(&self, ids: &[&str]) -> Result<HashSet<String>> {
+        let found = futures_util::future::try_join_all(ids.iter().map(|id| self.session(id, false))).await?;
+        Ok(ids.iter().zip(found).filter(|(_, row)| row.is_some()).map(|(id, _)| (*id).to_owned()).collect())
+    }
     /// Writes a session row whole. `new`: it must not exist yet (else `SessionExists`).
     async fn put_session(&self, row: &SessionRow, new: bool) -> Result<()>;
     /// Writes what an append changes in a row: revision, `updated_at`, `len`.
