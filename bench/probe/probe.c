@@ -295,6 +295,7 @@ static void pair(struct server *servers, int blocks, long n, long warmup, long p
     for (int s = 0; s < 2; s++) {
         p50[s] = malloc(sizeof(double) * blocks);
         rate[s] = malloc(sizeof(double) * blocks);
+        if (!p50[s] || !rate[s]) die("out of memory");
     }
     if (!lat || !seq_ratio || !pipe_ratio) die("out of memory");
     for (int s = 0; s < 2; s++) { /* each warmed up before either is measured */
