@@ -43,7 +43,7 @@ pub fn classify(bytes: &[u8]) -> Frame<'_> {
             Err(e) => Frame::ParseError(e.to_string()),
         };
     }
-    let parsed = match std::str::from_utf8(bytes) {
+    let parsed = match simdutf8::basic::from_utf8(bytes) {
         Ok(text) => match quick(text) {
             Some(members) => {
                 #[cfg(feature = "fuzzing")]
@@ -64,7 +64,7 @@ pub fn classify(bytes: &[u8]) -> Frame<'_> {
 /// The frame parsed: as text when it is UTF-8, checked once here rather than piece by
 /// piece as it is parsed; else as bytes, so that the parser tells where it is not.
 fn parse<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> serde_json::Result<T> {
-    match std::str::from_utf8(bytes) {
+    match simdutf8::basic::from_utf8(bytes) {
         Ok(text) => serde_json::from_str(text),
         Err(_) => serde_json::from_slice(bytes),
     }

@@ -18,31 +18,54 @@ const INLINE_MAX: usize = 64 * 1024;
 /// shorter one is copied, which costs less than one more slice for the kernel to walk.
 const SHARE_MIN: usize = 512;
 
-/// A method's outcome: its result's JSON text in pieces (`Pieces`), or its error.
-pub type Outcome = Result<Vec<Part>, ErrorObjectOwned>;
+/// A method's outcome: its result's JSON text (`Written`), or its error.
+pub type Outcome = Result<Written, ErrorObjectOwned>;
+
+/// A result's JSON text as `write` leaves it: one text, as nearly every result is, or in
+/// pieces, the store's message texts among them (`Splice`).
+#[derive(Debug)]
+pub enum Written {
+    Text(String),
+    Parts(Vec<Part>),
+}
+
+impl Written {
+    /// The whole text.
+    #[cfg(test)]
+    pub fn text(&self) -> String {
+        match self {
+            Written::Text(text) => text.clone(),
+            Written::Parts(parts) => parts.iter().map(Part::text).collect(),
+        }
+    }
+}
 
 /// The reply to the request `id` (JSON text, as the client wrote it: negative and
 /// fractional numbers included); a reply over `max` bytes is replaced by error 1005.
 pub fn with_id(id: &str, outcome: Outcome, max: usize) -> Reply {
     let reply = match outcome {
-        Ok(mut parts) => {
+        Ok(written) => {
             const OPEN: &str = r#"{"jsonrpc":"2.0","id":"#;
-            // A short result goes in one piece with its head.
-            let inline = match &parts[..] {
-                [Part::Text(text)] if text.len() <= INLINE_MAX => Some(text.len()),
-                _ => None,
-            };
-            let mut head = String::with_capacity(OPEN.len() + id.len() + r#","result":}"#.len() + inline.unwrap_or(0));
-            head.extend([OPEN, id, r#","result":"#]);
-            if inline.is_some()
-                && let Some(Part::Text(text)) = parts.pop()
-            {
-                head.push_str(&text);
-                head.push('}');
-            } else {
-                parts.push(Part::Static("}"));
+            const RESULT: &str = r#","result":"#;
+            let head = OPEN.len() + id.len() + RESULT.len();
+            match written {
+                // A short result goes in one piece with its head.
+                Written::Text(text) if text.len() <= INLINE_MAX => {
+                    let mut reply = String::with_capacity(head + text.len() + 1);
+                    reply.extend([OPEN, id, RESULT, &text, "}"]);
+                    reply.into()
+                }
+                written => {
+                    let mut parts = match written {
+                        Written::Text(text) => vec![Part::Text(text)],
+                        Written::Parts(parts) => parts,
+                    };
+                    parts.push(Part::Static("}"));
+                    let mut reply = String::with_capacity(head);
+                    reply.extend([OPEN, id, RESULT]);
+                    Reply::new(reply, parts)
+                }
             }
-            Reply::new(head, parts)
         }
         Err(error) => error_reply(Some(id), error).into(),
     };
@@ -174,19 +197,33 @@ impl Pieces {
 
     fn close_text(&mut self) {
         if !self.open.is_empty() {
-            // Bytes while written to (serde_json writes to bytes), all of them from `str`s
-            // and serde_json; checked once here all the same.
-            let text = std::mem::take(&mut self.open);
-            self.parts.push(Part::Text(String::from_utf8(text).unwrap_or_else(|e| {
-                tracing::error!("a reply's text is not UTF-8");
-                String::from_utf8_lossy(e.as_bytes()).into_owned()
-            })));
+            let text = self.take_text();
+            self.parts.push(Part::Text(text));
         }
     }
 
-    fn finish(mut self) -> Vec<Part> {
+    /// The text written since the last shared part.
+    fn take_text(&mut self) -> String {
+        // Bytes while written to (serde_json writes to bytes), all of them from `str`s
+        // and serde_json; checked once here all the same, with SIMD (`simdutf8`: 85
+        // instructions for an append's reply, where `String::from_utf8` took 150).
+        let text = std::mem::take(&mut self.open);
+        match simdutf8::basic::from_utf8(&text) {
+            // SAFETY: `text` was found to be UTF-8 just now.
+            Ok(_) => unsafe { String::from_utf8_unchecked(text) },
+            Err(_) => {
+                tracing::error!("a reply's text is not UTF-8");
+                String::from_utf8_lossy(&text).into_owned()
+            }
+        }
+    }
+
+    fn finish(mut self) -> Written {
+        if self.parts.is_empty() {
+            return Written::Text(self.take_text());
+        }
         self.close_text();
-        self.parts
+        Written::Parts(self.parts)
     }
 }
 
@@ -255,6 +292,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":"x","error":{"code":1001,"message":"no"}}"#
         );
         let big = "x".repeat(100).write(usize::MAX);
+        assert!(matches!(big, Ok(Written::Text(_))), "a result in one piece");
         assert_eq!(
             serde_json::from_str::<serde_json::Value>(&with_id("7", big, 100).into_string()).unwrap()["error"]["code"],
             1005,
@@ -279,8 +317,9 @@ mod tests {
         .unwrap_err();
         assert_eq!(refused.code(), 1005);
         assert!(copied <= 100, "copied {copied} bytes of a reply it refuses");
-        let parts = write(100, |pieces| pieces.messages(vec![message(), message()])).unwrap();
-        let text: String = parts.iter().map(Part::text).collect();
+        let written = write(100, |pieces| pieces.messages(vec![message(), message()])).unwrap();
+        assert!(matches!(written, Written::Text(_)), "short texts copied: one piece");
+        let text = written.text();
         assert_eq!(text, format!("[\"{x}\",\"{x}\"]", x = "x".repeat(40)));
     }
 
@@ -292,8 +331,11 @@ mod tests {
         let spliced = |i: usize| MessageJson::Spliced { text: text.clone(), range: i * (n + 1)..i * (n + 1) + n };
         let read = MessageJson::Read(RawValue::from_string("true".into()).unwrap());
         // The third is beside the second in the text, but not in the array.
-        let parts =
-            write(usize::MAX, |pieces| pieces.messages(vec![spliced(0), spliced(1), read, spliced(2)])).unwrap();
+        let Written::Parts(parts) =
+            write(usize::MAX, |pieces| pieces.messages(vec![spliced(0), spliced(1), read, spliced(2)])).unwrap()
+        else {
+            panic!("shared texts: in pieces");
+        };
         let text: String = parts.iter().map(Part::text).collect();
         assert_eq!(text, format!("[{},{},true,{}]", long("a"), long("b"), long("c")));
         let lengths: Vec<usize> = parts.iter().map(|p| p.text().len()).collect();
@@ -306,8 +348,8 @@ mod tests {
             MessageJson::Spliced { text: text.clone(), range: n + 1..2 * n + 1 },
         );
         assert!(!first.join(&second));
-        let parts = write(usize::MAX, |pieces| pieces.messages(vec![first, second])).unwrap();
-        assert_eq!(parts.iter().map(Part::text).collect::<String>(), format!("[{},{}]", long("a"), long("b")));
+        let written = write(usize::MAX, |pieces| pieces.messages(vec![first, second])).unwrap();
+        assert_eq!(written.text(), format!("[{},{}]", long("a"), long("b")));
     }
 
     #[test]

@@ -188,8 +188,11 @@ fn put_digits(into: &mut [u8], mut value: u32) {
 }
 
 fn text(stamp: &[u8; 27]) -> &str {
-    // ASCII digits and separators only, so always UTF-8.
-    std::str::from_utf8(stamp).unwrap_or_default()
+    debug_assert!(stamp.is_ascii(), "{stamp:?}");
+    // SAFETY: a stamp is ASCII digits (`put_digits`) and separators only (`written`),
+    // so always UTF-8. (`str::from_utf8` checked the 27 bytes in 100 instructions, at
+    // each of an append's two stamps.)
+    unsafe { std::str::from_utf8_unchecked(stamp) }
 }
 
 #[cfg(test)]

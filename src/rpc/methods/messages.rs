@@ -169,10 +169,9 @@ pub async fn add_response(ctx: Arc<Ctx>, p: AddResponseParams, _: Arc<Call>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rpc::writer::Part;
 
     fn written(added: Added, max: usize) -> std::result::Result<String, i32> {
-        added.write(max).map(|parts| parts.iter().map(Part::text).collect()).map_err(|e| e.code())
+        added.write(max).map(|written| written.text()).map_err(|e| e.code())
     }
 
     #[test]

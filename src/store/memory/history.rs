@@ -74,8 +74,7 @@ const BITS_AS_TEXT: usize = r#""00000000-0000-0000-0000-000000000000""2026-01-01
 impl Bits {
     /// The bits of `id` when it is a UUID in lower case with hyphens, exactly.
     fn id(id: &str) -> Option<u128> {
-        let parsed = uuid::Uuid::try_parse(id).ok()?;
-        (parsed.hyphenated().encode_lower(&mut uuid::Uuid::encode_buffer()) == id).then(|| parsed.as_u128())
+        crate::mint::hyphenated_bits(id)
     }
 
     /// Writes `value`'s low `7 * bytes` bits, seven to a byte, the lowest first.
@@ -99,15 +98,17 @@ impl Bits {
         head
     }
 
-    /// The id a head holds.
-    fn uuid(head: &[u8]) -> uuid::Uuid {
-        uuid::Uuid::from_u128(Bits::get(&head[..ID_BYTES]))
+    /// The id a head holds, as its text.
+    fn id_text(head: &[u8]) -> String {
+        let mut id = String::with_capacity(crate::mint::HYPHENATED);
+        crate::mint::push_hyphenated(&mut id, Bits::get(&head[..ID_BYTES]));
+        id
     }
 
     /// The id a head holds, as its JSON string.
     fn push_id(out: &mut String, head: &[u8]) {
         out.push('"');
-        out.push_str(Bits::uuid(head).hyphenated().encode_lower(&mut uuid::Uuid::encode_buffer()));
+        crate::mint::push_hyphenated(out, Bits::get(&head[..ID_BYTES]));
         out.push('"');
     }
 
@@ -283,7 +284,7 @@ impl Stored {
         if self.short() {
             return match self.values()?.0 {
                 Some(id) => serde_json::from_str(id).map_err(|e| unreadable(&e)),
-                None => Ok(Some(Bits::uuid(self.json.as_bytes()).hyphenated().to_string())),
+                None => Ok(Some(Bits::id_text(self.json.as_bytes()))),
             };
         }
         #[derive(serde::Deserialize)]
