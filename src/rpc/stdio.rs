@@ -31,9 +31,14 @@ use crate::rpc::framing::{Decoder, Incoming};
 /// How much is read at once.
 const CHUNK: usize = 64 * 1024;
 /// How long a quiet server waits for input on its own before it leaves the wait to the
-/// runtime (`Input::next`).
+/// runtime (`Input::next`). Longer than the scheduler tick of any kernel (4 ms at Linux's
+/// usual 250 Hz, 10 ms at 100 Hz), so that arming the wait's timer and cancelling it when
+/// input comes does not move the processor's next timer interrupt: with 1 ms it moved at
+/// each wait, twice, which on a virtual machine is two exits to the hypervisor, and a
+/// request at a time from a client on another CPU took 1.33-1.35× the echo's round trip
+/// instead of 1.15-1.16× (BENCHMARKS.md).
 #[cfg(unix)]
-const QUIET_WAIT: Timespec = Timespec { tv_sec: 0, tv_nsec: 1_000_000 };
+const QUIET_WAIT: Timespec = Timespec { tv_sec: 0, tv_nsec: 50_000_000 };
 /// After a quiet read found the pipe empty and had to wait, how many of the quiet reads
 /// that follow one which took all there was wait first (`Input::next`).
 #[cfg(unix)]
@@ -275,12 +280,12 @@ impl Input {
     ///
     /// `quiet`: nothing else on the runtime is running or waiting (`Connection::quiet`).
     /// A polled input then waits for the next bytes on this thread, with a `poll(2)` of
-    /// its own for up to a millisecond, before it leaves the wait to the runtime: a
+    /// its own for up to `QUIET_WAIT` (50 ms), before it leaves the wait to the runtime: a
     /// request at a time, the runtime's park and wake-up cost about 4% of a round trip
-    /// (BENCHMARKS.md). Meanwhile the runtime does nothing: a timer, or a task woken from
-    /// another thread, waits for a millisecond of silence, or at most for the 16th frame
-    /// since the runtime's last turn, after which the connection always yields
-    /// (`FRAMES_PER_TURN`).
+    /// (BENCHMARKS.md). Meanwhile the runtime does nothing: a timer (the drafts' sweep, once
+    /// a second), or a task woken from another thread (a store's own), waits for 50 ms of
+    /// silence, or at most for the 16th frame since the runtime's last turn, after which
+    /// the connection always yields (`FRAMES_PER_TURN`).
     ///
     /// After a read that took all there was, the quiet read tries the pipe before it
     /// waits while that finds the next request, as it does when the client runs on the
@@ -392,7 +397,7 @@ mod tests {
             let (read, waited) = input.read_here(&mut buf, wait_first);
             assert!(read.is_none() && waited);
         }
-        assert!(start.elapsed() >= Duration::from_millis(2), "each waited a millisecond");
+        assert!(start.elapsed() >= Duration::from_millis(2 * 50), "each waited `QUIET_WAIT`");
 
         // What the runtime's wait then finds is all there is.
         write.write_all(b"more").unwrap();
