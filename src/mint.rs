@@ -78,9 +78,7 @@ fn v7(micros: i64) -> String {
         | 0b10 << 62
         | u128::from(counter & ((1 << 30) - 1)) << 32
         | u128::from(rand::random::<u32>());
-    let mut id = String::with_capacity(HYPHENATED);
-    push_hyphenated(&mut id, bits);
-    id
+    hyphenated(bits)
 }
 
 /// The millisecond of the latest id and its counter.
@@ -116,7 +114,7 @@ fn counter_start() -> u64 {
 }
 
 /// The length of a UUID's text: 32 hex digits and four hyphens.
-pub const HYPHENATED: usize = 36;
+const HYPHENATED: usize = 36;
 
 /// Where each of a UUID's 16 bytes puts its two digits in its text (the hyphens after
 /// its 4th, 6th, 8th and 10th byte).
@@ -134,6 +132,13 @@ const HEX_PAIRS: [[u8; 2]; 256] = {
     }
     pairs
 };
+
+/// The UUID `bits` as every minted id is written (`push_hyphenated`).
+pub fn hyphenated(bits: u128) -> String {
+    let mut text = String::with_capacity(HYPHENATED);
+    push_hyphenated(&mut text, bits);
+    text
+}
 
 /// Appends the UUID `bits` as every minted id is written: lower-case hex digits in groups
 /// of 8-4-4-4-12.

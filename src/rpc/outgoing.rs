@@ -48,6 +48,13 @@ pub fn with_id(id: &str, outcome: Outcome, max: usize) -> Reply {
             const OPEN: &str = r#"{"jsonrpc":"2.0","id":"#;
             const RESULT: &str = r#","result":"#;
             let head = OPEN.len() + id.len() + RESULT.len();
+            // The head, then the result's pieces.
+            let in_pieces = |mut parts: Vec<Part>| {
+                parts.push(Part::Static("}"));
+                let mut reply = String::with_capacity(head);
+                reply.extend([OPEN, id, RESULT]);
+                Reply::new(reply, parts)
+            };
             match written {
                 // A short result goes in one piece with its head.
                 Written::Text(text) if text.len() <= INLINE_MAX => {
@@ -55,16 +62,8 @@ pub fn with_id(id: &str, outcome: Outcome, max: usize) -> Reply {
                     reply.extend([OPEN, id, RESULT, &text, "}"]);
                     reply.into()
                 }
-                written => {
-                    let mut parts = match written {
-                        Written::Text(text) => vec![Part::Text(text)],
-                        Written::Parts(parts) => parts,
-                    };
-                    parts.push(Part::Static("}"));
-                    let mut reply = String::with_capacity(head);
-                    reply.extend([OPEN, id, RESULT]);
-                    Reply::new(reply, parts)
-                }
+                Written::Text(text) => in_pieces(vec![Part::Text(text)]),
+                Written::Parts(parts) => in_pieces(parts),
             }
         }
         Err(error) => error_reply(Some(id), error).into(),

@@ -72,11 +72,6 @@ const TIME_BYTES: usize = 10;
 const BITS_AS_TEXT: usize = r#""00000000-0000-0000-0000-000000000000""2026-01-01T00:00:00.000000Z""#.len();
 
 impl Bits {
-    /// The bits of `id` when it is a UUID in lower case with hyphens, exactly.
-    fn id(id: &str) -> Option<u128> {
-        crate::mint::hyphenated_bits(id)
-    }
-
     /// Writes `value`'s low `7 * bytes` bits, seven to a byte, the lowest first.
     fn put(out: &mut String, mut value: u128, bytes: usize) {
         for _ in 0..bytes {
@@ -98,17 +93,15 @@ impl Bits {
         head
     }
 
-    /// The id a head holds, as its text.
-    fn id_text(head: &[u8]) -> String {
-        let mut id = String::with_capacity(crate::mint::HYPHENATED);
-        crate::mint::push_hyphenated(&mut id, Bits::get(&head[..ID_BYTES]));
-        id
+    /// The id a head holds.
+    fn id(head: &[u8]) -> u128 {
+        Bits::get(&head[..ID_BYTES])
     }
 
     /// The id a head holds, as its JSON string.
     fn push_id(out: &mut String, head: &[u8]) {
         out.push('"');
-        crate::mint::push_hyphenated(out, Bits::get(&head[..ID_BYTES]));
+        crate::mint::push_hyphenated(out, Bits::id(head));
         out.push('"');
     }
 
@@ -130,7 +123,7 @@ struct WantedId {
 
 impl WantedId {
     fn new(id: &str) -> Option<WantedId> {
-        let head = Bits::id(id).map(|bits| {
+        let head = crate::mint::hyphenated_bits(id).map(|bits| {
             let mut head = String::with_capacity(ID_BYTES);
             Bits::put(&mut head, bits, ID_BYTES);
             head
@@ -151,7 +144,10 @@ impl Stored {
             && m.usage.is_none();
         let short = match &m.content {
             Value::String(content) if bare && content.len() <= SHORT_CONTENT => {
-                let bits = m.id.as_deref().and_then(Bits::id).zip(crate::session::micros_of(&m.created_at));
+                let bits =
+                    m.id.as_deref()
+                        .and_then(crate::mint::hyphenated_bits)
+                        .zip(crate::session::micros_of(&m.created_at));
                 Some(match bits {
                     Some((id, micros)) => {
                         // Room for the content as a JSON string with nothing to escape.
@@ -284,7 +280,7 @@ impl Stored {
         if self.short() {
             return match self.values()?.0 {
                 Some(id) => serde_json::from_str(id).map_err(|e| unreadable(&e)),
-                None => Ok(Some(Bits::id_text(self.json.as_bytes()))),
+                None => Ok(Some(crate::mint::hyphenated(Bits::id(self.json.as_bytes())))),
             };
         }
         #[derive(serde::Deserialize)]
