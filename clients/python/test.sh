@@ -15,6 +15,9 @@
 #
 #   bash clients/python/test.sh build DIR    # step 1 only: the wheel into DIR
 #   bash clients/python/test.sh test WHEEL   # steps 2 and 3, on a wheel built before
+#   bash clients/python/test.sh prepare      # step 2's packages into pip's cache (no
+#                                            # wheel needed: scripts/test runs it while
+#                                            # it builds one)
 #
 # (scripts/test builds the wheel before the tests that run side by side: a cargo build
 # while they run would link target/release/convo again under the tests that spawn it.)
@@ -45,16 +48,30 @@ pip_install() {
   "$1/bin/python" -m pip install --quiet --disable-pip-version-check --no-input --no-compile "${@:2}"
 }
 
+# What the test venv installs beside the wheel. The frameworks pinned exactly: the
+# extras allow the minor series, CI tests these.
+test_packages=("openai-agents==0.24.0" "pydantic-ai-slim==2.68.0" "pytest>=8,<10" "pytest-asyncio==1.5.0"
+  "pycodeloop==0.8.2" "agent-core-py==0.1.0")
+
 step=${1:-all}
 usage() {
-  echo "usage: clients/python/test.sh [build DIR | test WHEEL]" >&2
+  echo "usage: clients/python/test.sh [build DIR | test WHEEL | prepare]" >&2
   exit 2
 }
 case $step in
-  all) [[ $# -le 1 ]] || usage ;;
+  all | prepare) [[ $# -le 1 ]] || usage ;;
   build | test) [[ $# -eq 2 ]] || usage ;;
   *) usage ;;
 esac
+
+if [[ $step == prepare ]]; then
+  # Downloaded by a venv's pip (the system's Python may have none), and so in pip's
+  # cache, from which step 2's install takes them.
+  "$python" -m venv "$work/download-venv"
+  "$work/download-venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-input \
+    --dest "$work/download" "${test_packages[@]}"
+  exit 0
+fi
 
 if [[ $step == test ]]; then
   wheel=$(realpath "$2")
@@ -82,9 +99,7 @@ wheel_bytes=$(stat -c %s "$wheel")
 
 echo "== test venv: the wheel with its extras, pytest, pycodeloop==0.8.2, agent-core-py"
 "$python" -m venv "$work/venv"
-# The frameworks pinned exactly: the extras allow the minor series, CI tests these.
-pip_install "$work/venv" "${wheel}[openai-agents,pydantic-ai]" "openai-agents==0.24.0" "pydantic-ai-slim==2.68.0" \
-  "pytest>=8,<10" "pytest-asyncio==1.5.0" "pycodeloop==0.8.2" "agent-core-py==0.1.0"
+pip_install "$work/venv" "${wheel}[openai-agents,pydantic-ai]" "${test_packages[@]}"
 
 echo "== convo --version from the venv"
 version=$("$work/venv/bin/convo" --version)

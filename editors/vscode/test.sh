@@ -13,17 +13,32 @@
 # ${XDG_CACHE_HOME:-$HOME/.cache}/convo-vscode). Screenshots are kept in
 # CONVO_VSCODE_ARTIFACTS (default editors/vscode/artifacts). Everything started here is
 # stopped at the end. CONVO_VSCODE_VSIX names a linux-x64 .vsix to test instead of the one
-# package.sh would build.
+# package.sh would build. `--prepare` does only the installs (npm ci and the tools), which
+# need no binary: scripts/test runs them while it builds one.
 #
 #   bash editors/vscode/test.sh target/release/convo
+#   bash editors/vscode/test.sh --prepare
 set -euo pipefail
 
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# npm ci when node_modules is missing or older than the lock file.
+npm_ci() {
+  if [ ! -x "$here/node_modules/.bin/esbuild" ] || [ "$here/package-lock.json" -nt "$here/node_modules/.package-lock.json" ]; then
+    (cd "$here" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+}
+if [ $# -eq 1 ] && [ "$1" = --prepare ]; then
+  npm_ci
+  # shellcheck source=test/tools.sh
+  source "$here/test/tools.sh"
+  tools_install
+  exit 0
+fi
 if [ $# -ne 1 ] || [ ! -x "$1" ]; then
-  echo "usage: $0 PATH_TO_CONVO_BINARY (an executable; got: ${1:-nothing})" >&2
+  echo "usage: $0 PATH_TO_CONVO_BINARY (an executable; got: ${1:-nothing}) | $0 --prepare" >&2
   exit 2
 fi
 binary=$(realpath "$1")
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 artifacts=${CONVO_VSCODE_ARTIFACTS:-$here/artifacts}
 started_at=$SECONDS
 
@@ -47,9 +62,7 @@ unset CONVO_BINARY CONVO_STORE CONVO_LIBC
 
 cd "$here"
 step "npm ci, type-check, bundle"
-if [ ! -x node_modules/.bin/esbuild ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  npm ci --no-audit --no-fund --loglevel=error
-fi
+npm_ci
 node_modules/.bin/tsc -p tsconfig.json
 node build.mjs
 

@@ -62,8 +62,12 @@ tools_install() {
   if ! fresh code-server "$CODE_SERVER_VERSION"; then
     echo "installing code-server $CODE_SERVER_VERSION (npm, built with Node 24)" >&2
     rm -rf "$cache/code-server"
-    # npm's scripts run the `node` first on PATH: Node 24's.
-    PATH="$(dirname "$NODE24"):$PATH" npm install --prefix "$cache/code-server" --no-save --no-audit --no-fund \
+    # npm's scripts run the `node` first on PATH: Node 24's. Its install compiles eight
+    # native modules (SQLite, spdlog, kerberos, ...) that only serve these tests: at -O1
+    # (CFLAGS come after node-gyp's -O3), on every core (JOBS): code-server's install
+    # took 129 processor seconds here, user and system, against about 200 at -O3.
+    PATH="$(dirname "$NODE24"):$PATH" CFLAGS=-O1 CXXFLAGS=-O1 JOBS=max \
+      npm install --prefix "$cache/code-server" --no-save --no-audit --no-fund \
       --loglevel=error --unsafe-perm "code-server@$CODE_SERVER_VERSION"
     stamp code-server "$CODE_SERVER_VERSION"
   fi
