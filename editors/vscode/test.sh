@@ -117,11 +117,17 @@ setsid "$NODE24" "$CODE_SERVER" --bind-addr "127.0.0.1:$port" --auth none --disa
   --disable-workspace-trust --disable-getting-started-override --user-data-dir "$user" \
   --extensions-dir "$work/extensions" "$work/workspace" >"$work/code-server.log" 2>&1 &
 server_pid=$!
-for _ in $(seq 300); do
+# Up to two minutes: CI starts it beside the tests and the benchmarks on two cores.
+for _ in $(seq 1200); do
   grep -q "HTTP server listening" "$work/code-server.log" && break
   kill -0 "$server_pid" 2>/dev/null || { cat "$work/code-server.log" >&2; exit 1; }
   sleep 0.1
 done
+grep -q "HTTP server listening" "$work/code-server.log" || {
+  cat "$work/code-server.log" >&2
+  echo "vscode extension: code-server did not start listening within 120 s" >&2
+  exit 1
+}
 echo "code-server on http://127.0.0.1:$port (pid $server_pid)"
 
 step "end-to-end tests (Playwright, chromium)"
@@ -129,7 +135,7 @@ rm -rf "$artifacts"
 mkdir -p "$artifacts"
 status=0
 CONVO_BINARY=$binary CONVO_STORE=$store CODE_SERVER_URL="http://127.0.0.1:$port/" WORKSPACE=$work/workspace \
-  ARTIFACTS=$artifacts CHROMIUM=$CHROMIUM timeout 600 "$PYTHON" "$here/test/e2e/e2e.py" || status=$?
+  ARTIFACTS=$artifacts CHROMIUM=$CHROMIUM timeout 900 "$PYTHON" "$here/test/e2e/e2e.py" || status=$?
 # The logs, beside the screenshots: code-server's, the extension host's, the Convo channel.
 cp "$work/code-server.log" "$artifacts/" 2>/dev/null || true
 find "$user/logs" \( -name remoteexthost.log -o -name '*Convo*.log' \) -exec cp {} "$artifacts/" \; 2>/dev/null || true
