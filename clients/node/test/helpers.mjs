@@ -38,8 +38,9 @@ export function alive(pid) {
   }
 }
 
-/** Resolves once `check()` holds, polling; rejects after `ms`. @param {() => boolean} check */
-export async function eventually(check, ms = 5000) {
+/** Resolves once `check()` holds, polling; rejects after `ms` (a deadline, not a measurement:
+ * CI runs this beside other suites on two busy cores). @param {() => boolean} check */
+export async function eventually(check, ms = 30_000) {
   const end = Date.now() + ms;
   while (!check()) {
     if (Date.now() > end) throw new Error("timed out waiting");

@@ -24,7 +24,7 @@ const sqlite = () => `sqlite:${join(folder, `store-${++files}.db`)}`;
  * @param {import("convo").Subscription} sub
  * @param {(change: import("convo").SessionChange) => boolean} last
  */
-async function readUntil(sub, last, ms = 5000) {
+async function readUntil(sub, last, ms = 30_000) {
   /** @type {import("convo").SessionChange[]} */
   const seen = [];
   for (;;) {
