@@ -26,9 +26,9 @@ CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 
 # Deadlines, not measurements: each wait returns as soon as its condition holds. CI runs
 # this beside the Rust tests, the Python client's and the benchmarks on two cores, where
-# code-server's first page (some 15 MB of scripts) has taken over 30 s to load, so the
-# deadlines are generous. STEP is one step of the UI (a view, a pick, a webview drawn);
-# LOAD is the workbench's first load.
+# code-server's first page (some 20 MB of scripts) has taken over 30 s to load, so the
+# deadlines are generous. STEP is one step of the UI (a view, a pick, a webview drawn),
+# and every Playwright wait's default; LOAD is the workbench's first load.
 STEP = 30.0
 LOAD = 240.0
 
@@ -150,7 +150,7 @@ class Workbench:
         container = self.page.locator('[id="workbench.view.extension.convo"]')
         if not container.is_visible():
             self.page.locator('.activitybar a[aria-label^="Convo"]').first.click()
-        container.wait_for(state="visible", timeout=STEP * 1000)
+        container.wait_for(state="visible")
         return container
 
     def rows(self):
@@ -178,19 +178,19 @@ class Workbench:
         self.page.keyboard.press("Escape")
         self.page.keyboard.press("F1")
         box = self.page.locator(".quick-input-widget input")
-        box.wait_for(state="visible", timeout=STEP * 1000)
+        box.wait_for(state="visible")
         self.fill(box, ">" + command)
-        self.page.locator(".quick-input-widget .monaco-list-row", has_text=command).first.wait_for(timeout=STEP * 1000)
+        self.page.locator(".quick-input-widget .monaco-list-row", has_text=command).first.wait_for()
         self.page.keyboard.press("Enter")
 
     def pick(self, placeholder, text, exact_label=None):
         """Once the quick pick asking `placeholder` is open (not the palette still closing),
         types `text` and takes the first row that shows `exact_label` (or `text`)."""
         box = self.page.locator(f'.quick-input-widget input[placeholder="{placeholder}"]')
-        box.wait_for(state="visible", timeout=STEP * 1000)
+        box.wait_for(state="visible")
         self.fill(box, text)
         row = self.page.locator(".quick-input-widget .monaco-list-row", has_text=exact_label or text).first
-        row.wait_for(timeout=STEP * 1000)
+        row.wait_for()
         row.click()
 
     def transcript(self, session_id, timeout=STEP):
@@ -328,8 +328,8 @@ def test_live_update(wb):
     # every one must appear, and one within a second. On a quiet machine the first does;
     # the others are for a moment when CI's other suites hold both cores.
     took = []
-    while len(took) < 3 and not any(t < 1.0 for t in took):
-        (added,) = rpc(["session/add_user", {"session_id": "trip-branch", "text": f"Appended by another process ({len(took) + 1})."}])
+    for attempt in range(1, 4):
+        (added,) = rpc(["session/add_user", {"session_id": "trip-branch", "text": f"Appended by another process ({attempt})."}])
         started = time.time()
         mid = added["message_id"]
         while time.time() - started < STEP:
@@ -338,6 +338,8 @@ def test_live_update(wb):
             time.sleep(0.02)
         took.append(time.time() - started)
         assert frame.query_selector(f'[data-message-id="{mid}"]'), f"never appeared (within {STEP:.0f} s)"
+        if took[-1] < 1.0:
+            break
     shown = ", ".join(f"{t * 1000:.0f} ms" for t in took)
     assert took[-1] < 1.0, f"no append appeared within a second: {shown}"
     assert frame.evaluate("() => document.querySelectorAll('[data-message-id]').length") == before + len(took)
@@ -350,11 +352,11 @@ def test_search(wb):
     """Search finds a message; its hit opens the session at that message, marked."""
     wb.palette("Convo: Search…")
     box = wb.page.locator('.quick-input-widget input[placeholder="search every session\'s messages"]')
-    box.wait_for(state="visible", timeout=STEP * 1000)
+    box.wait_for(state="visible")
     wb.fill(box, "windbreaker")
     wb.page.keyboard.press("Enter")
     row = wb.page.locator(".quick-input-widget .monaco-list-row", has_text="windbreaker").first
-    row.wait_for(timeout=STEP * 1000)
+    row.wait_for()
     # The hit in the original session (the fork holds the same message: a hit too).
     assert wb.page.locator(".quick-input-widget .monaco-list-row").count() == 2
     wb.page.locator(".quick-input-widget .monaco-list-row", has_text=re.compile(r"trip, message 5")).first.click()
@@ -392,7 +394,7 @@ def test_fork_from_palette(wb):
     frame = wb.transcript(fork_id)
     assert frame.evaluate("() => document.querySelector('h1').textContent") == "How do I undo a git commit?"
     assert wb.page.locator(".tab.active", has_text="Convo: How do I undo a git commit?").count() == 1
-    frame.locator("dl.facts dd", has_text="How do I undo a git commit? (untitled) at ").wait_for(timeout=STEP * 1000)
+    frame.locator("dl.facts dd", has_text="How do I undo a git commit? (untitled) at ").wait_for()
     wb.shot("fork")
 
 
@@ -418,7 +420,7 @@ def test_fork_here_button(wb):
     assert info["message_count"] == 2, info
     # Its transcript names the parent by its label, beside the id.
     fork = wb.transcript(info["session_id"])
-    fork.locator("dl.facts dd", has_text=f"Packing for Paris and London (trip) at {at}").wait_for(timeout=STEP * 1000)
+    fork.locator("dl.facts dd", has_text=f"Packing for Paris and London (trip) at {at}").wait_for()
 
 
 def test_export(wb):
@@ -427,8 +429,8 @@ def test_export(wb):
     wb.pick("Export which session?", "trip", exact_label=re.compile(r"Packing for Paris and London\s*trip(?!-)"))
     wb.pick("the request body of which API?", "anthropic_messages")
     editor = wb.page.locator(".editor-instance .monaco-editor").first
-    editor.wait_for(timeout=STEP * 1000)
-    wb.page.locator(".statusbar-item", has_text="JSON").first.wait_for(timeout=STEP * 1000)
+    editor.wait_for()
+    wb.page.locator(".statusbar-item", has_text="JSON").first.wait_for()
     editor.click()
     wb.page.keyboard.press("Control+a")
     wb.page.keyboard.press("Control+c")
@@ -484,6 +486,7 @@ def main():
             ],
         )
         context = browser.new_context(viewport={"width": 1400, "height": 860})
+        context.set_default_timeout(STEP * 1000)
         context.grant_permissions(["clipboard-read", "clipboard-write"], origin=URL.rstrip("/"))
         page = context.new_page()
         # Only the document is waited for: the workbench's scripts load on, and the waits
