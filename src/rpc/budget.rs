@@ -56,13 +56,17 @@ impl Budget {
         u32::try_from(len).unwrap_or(u32::MAX).clamp(1, self.bytes)
     }
 
+    /// A frame's share of the input budget if it fits now.
+    pub fn try_input(&self, len: usize) -> Option<Hold> {
+        self.input.clone().try_acquire_many_owned(self.share(len)).ok()
+    }
+
     /// Waits until a frame of `len` bytes fits in the input budget.
     pub async fn input(&self, len: usize) -> Option<Hold> {
-        let share = self.share(len);
         // Most frames fit at once: no future to poll for them.
-        match self.input.clone().try_acquire_many_owned(share) {
-            Ok(hold) => Some(hold),
-            Err(_) => self.input.clone().acquire_many_owned(share).await.ok(),
+        match self.try_input(len) {
+            Some(hold) => Some(hold),
+            None => self.input.clone().acquire_many_owned(self.share(len)).await.ok(),
         }
     }
 

@@ -2,7 +2,8 @@
 //! malformed, hands each call to its executor (`execute::Run`: its method's work, in its
 //! session's order and within the byte budget), and keeps the lifecycle (`shutdown`,
 //! `exit`, end of input). A call whose work finishes when first polled (an append to the
-//! memory store, say) is answered right here, without a task of its own; one that runs
+//! memory store, say) is answered right here, without a task of its own, its reply
+//! written with the others made so (`Connection::flush`); one that runs
 //! inline and finds nothing else running (`Connection::at_once`) also takes no place in
 //! the order and no entry for `$/cancelRequest` unless its work waits.
 
@@ -62,13 +63,21 @@ impl Future for Pending {
 /// How many turns may wait on the host at once (each also holds a frame in flight).
 const MAX_HOST_TURNS: u32 = MAX_IN_FLIGHT;
 
-/// How many frames the connection takes before it lets the runtime's other tasks run:
-/// the writer above all, which then sends what is answered so far. A client that
-/// pipelines reads its first replies, and sends more, while the server works on the rest
-/// of what it read, instead of both taking turns a whole read at a time (pipelined
-/// appends on one session: about 20% more a second, interleaved `convo-bench` rounds;
-/// BENCHMARKS.md); it costs one write for every this many frames of a long read.
-const FRAMES_PER_TURN: usize = 16;
+/// After how many frames taken the replies made at once so far are written
+/// (`Connection::flush`), besides at the end of each read. A client that pipelines reads
+/// its first replies, and sends more, while the server works on the rest of what it read,
+/// instead of both taking turns a whole read at a time (pipelined appends on one session:
+/// about 20% more a second, interleaved `convo-bench` rounds; BENCHMARKS.md); it costs
+/// one write for every this many frames of a long read. The floor (`convo-echo`) writes
+/// as often, so that the two are compared at one policy: with 64 requests in flight,
+/// writing every 32 is faster for both, and more so for the floor (BENCHMARKS.md).
+const FRAMES_PER_WRITE: usize = 16;
+
+/// How many frames the connection takes before it lets the runtime's other tasks run (the
+/// work of calls that wait, the writer of their replies, watches). Each turn also polls
+/// for I/O (`epoll_wait`): every 16 frames, that was 4% of a pipelined append's time. A
+/// long read of small requests (64 KB holds some 500 appends) is where it matters.
+const FRAMES_PER_TURN: usize = 256;
 
 pub struct Connection {
     methods: Registry,
@@ -87,9 +96,8 @@ pub struct Connection {
     one_at_a_time: bool,
     shutting_down: bool,
     exit_code: Option<i32>,
-    /// The frame being taken is the last of its read: a reply made at once is written
-    /// at once (`Outbox::send_alone`).
-    last_of_read: bool,
+    /// Replies made at once, not yet handed to the output (`flush`).
+    held: Vec<Reply>,
 }
 
 impl Connection {
@@ -108,7 +116,7 @@ impl Connection {
             one_at_a_time: limits.one_at_a_time,
             shutting_down: false,
             exit_code: None,
-            last_of_read: false,
+            held: Vec::new(),
         }
     }
 
@@ -144,20 +152,21 @@ impl Connection {
             if !input.next(&mut frames, quiet).await {
                 break;
             }
-            let mut read = frames.drain(..);
-            while let Some(next) = read.next() {
-                self.last_of_read = read.len() == 0;
+            for next in frames.drain(..) {
                 self.incoming(next).await;
-                self.last_of_read = false;
                 if self.exit_code.is_some() {
                     break;
                 }
                 taken += 1;
+                if taken % FRAMES_PER_WRITE == 0 {
+                    self.flush().await;
+                }
                 if taken == FRAMES_PER_TURN {
                     taken = 0;
                     tokio::task::yield_now().await;
                 }
             }
+            self.flush().await;
             if self.exit_code.is_some() {
                 break;
             }
@@ -168,26 +177,36 @@ impl Connection {
         self.exit_code.unwrap_or(0)
     }
 
+    /// Takes one frame. What it answers at once is held until `flush`.
     pub(crate) async fn incoming(&mut self, next: Incoming) {
-        {
-            match next {
-                Incoming::Frame(bytes) => self.frame(&bytes).await,
-                Incoming::TooLarge { id, size } => {
-                    self.reply_now(error_reply(id.as_deref(), too_large(size, self.max_message_bytes))).await
-                }
-                Incoming::Malformed(why) => {
-                    self.reply_now(error_reply(None, plain(PARSE_ERROR, format!("parse error: {why}")))).await
-                }
+        match next {
+            Incoming::Frame(bytes) => self.frame(&bytes).await,
+            Incoming::TooLarge { id, size } => {
+                self.held.push(error_reply(id.as_deref(), too_large(size, self.max_message_bytes)).into())
+            }
+            Incoming::Malformed(why) => {
+                self.held.push(error_reply(None, plain(PARSE_ERROR, format!("parse error: {why}"))).into())
             }
         }
     }
 
-    async fn reply_now(&self, json: String) {
-        self.outbox.send(json).await;
+    /// Hands the replies made at once to the output, in the order made: written in one
+    /// go, by this task, when nothing else waits to be written (`Outbox::send_now`). Held
+    /// replies hold their share of the output budget, so this comes before anything the
+    /// connection waits for, as well as after every `FRAMES_PER_WRITE` frames and at the
+    /// end of each read.
+    pub(crate) async fn flush(&mut self) {
+        self.outbox.send_now(&mut self.held).await;
     }
 
     async fn frame(&mut self, bytes: &[u8]) {
-        let input = self.budget.input(bytes.len()).await;
+        let input = match self.budget.try_input(bytes.len()) {
+            Some(input) => Some(input),
+            None => {
+                self.flush().await;
+                self.budget.input(bytes.len()).await
+            }
+        };
         let mut pending: Pending = match classify(bytes) {
             Frame::ParseError(e) => {
                 Pending::Now(Some(error_reply(None, plain(PARSE_ERROR, format!("parse error: {e}"))).into()))
@@ -197,6 +216,7 @@ impl Connection {
             }
             // A stream's deltas are handed over here, in the order they arrived.
             Frame::Single(Element::Call { id: None, method, params }) if method == "runtime/delta" => {
+                self.flush().await;
                 self.peer.delta(params).await;
                 return;
             }
@@ -240,17 +260,16 @@ impl Connection {
             Poll::Ready(Some(reply)) => match self.budget.try_output(reply.len()) {
                 Some(output) => {
                     drop(input);
-                    let reply = reply.held_by(Some(output));
-                    match self.last_of_read {
-                        true => self.outbox.send_alone(reply).await,
-                        false => self.outbox.send(reply).await,
-                    }
+                    self.held.push(reply.held_by(Some(output)));
                     return;
                 }
                 None => Pending::Now(Some(reply)),
             },
             Poll::Pending => pending,
         };
+        if self.in_flight.available_permits() == 0 {
+            self.flush().await;
+        }
         let permit = self.in_flight.clone().acquire_owned().await;
         let (outbox, budget) = (self.outbox.clone(), self.budget.clone());
         tokio::spawn(async move {
@@ -523,7 +542,7 @@ mod tests {
     use crate::rpc::methods::{Method, Spec};
     use crate::rpc::outgoing::MethodResult;
 
-    use crate::rpc::stdio::Source;
+    use crate::rpc::stdio::{Sink, Source};
     use tokio::sync::mpsc;
 
     /// Serves `frames` (one per line) with the methods of `registry` until the end of
@@ -542,6 +561,12 @@ mod tests {
     /// replies go.
     fn connect(registry: Registry, frames: &[&str]) -> (Connection, Input, mpsc::Receiver<Reply>) {
         let (outbox, out_rx) = Outbox::channel();
+        let (connection, input) = connect_to(registry, frames, outbox);
+        (connection, input, out_rx)
+    }
+
+    /// `connect`, with replies going to `outbox`.
+    fn connect_to(registry: Registry, frames: &[&str], outbox: Outbox) -> (Connection, Input) {
         let limits = crate::rpc::Config {
             framing: None,
             max_message_bytes: 1024,
@@ -551,7 +576,7 @@ mod tests {
         let connection = Connection::new(registry, outbox.clone(), Arc::new(Peer::new(outbox)), &limits);
         let source = Source::Reader(Box::new(std::io::Cursor::new(frames.join("\n") + "\n")));
         let input = Input::new(source, Decoder::new(FramingCell::new(None), 1024)).unwrap();
-        (connection, input, out_rx)
+        (connection, input)
     }
 
     async fn run(connection: Connection, input: Input) {
@@ -576,11 +601,12 @@ mod tests {
         assert!(connection.quiet(true));
     }
 
-    /// Of 40 requests read at once and answered at once, the replies to each 16 reach
-    /// the writer before the next 16 are taken: the runtime is single-threaded, so the
-    /// task below sees what the writer would.
+    /// Of 40 requests read at once and answered at once, the replies go out in three
+    /// writes, of 16, 16 and 8, each made by the connection itself (no turn of the
+    /// writer): a datagram socket as the output keeps each write apart.
+    #[cfg(unix)]
     #[tokio::test]
-    async fn the_writer_has_a_turn_after_every_16_frames_of_a_long_read() {
+    async fn replies_made_at_once_are_written_every_16_frames_and_at_the_end_of_a_read() {
         let method = Method {
             spec: Spec { order: Order::Barrier, runs: Runs::Inline, effect: Effect::Reads },
             handler: Box::new(|_, _| async { 1.write(1024) }.boxed()),
@@ -588,21 +614,19 @@ mod tests {
         let registry: Registry = [("one", method)].into_iter().collect();
         let frames: Vec<String> =
             (1..=40).map(|id| format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"one"}}"#)).collect();
+        let (ours, theirs) = std::os::unix::net::UnixDatagram::pair().unwrap();
+        let framing = FramingCell::new(Some(crate::rpc::framing::Framing::Ndjson));
+        let (outbox, writer) = crate::rpc::writer::spawn(Sink::Fd(ours.into()), framing).unwrap();
         let frames: Vec<&str> = frames.iter().map(String::as_str).collect();
-        let (connection, input, mut out_rx) = connect(registry, &frames);
-        let turns = tokio::spawn(async move {
-            let mut turns = Vec::new();
-            while out_rx.recv().await.is_some() {
-                let mut queued = 1;
-                while out_rx.try_recv().is_ok() {
-                    queued += 1;
-                }
-                turns.push(queued);
-            }
-            turns
-        });
+        let (connection, input) = connect_to(registry, &frames, outbox);
         run(connection, input).await;
-        assert_eq!(turns.await.unwrap(), [16, 16, 8]);
+        writer.join().await;
+        theirs.set_nonblocking(true).unwrap();
+        let mut buf = vec![0; 1 << 16];
+        let writes: Vec<usize> =
+            std::iter::from_fn(|| theirs.recv(&mut buf).ok().map(|n| buf[..n].split(|&b| b == b'\n').count() - 1))
+                .collect();
+        assert_eq!(writes, [16, 16, 8]);
     }
 
     /// The first request, with nothing else running, starts at once; its work waits, so

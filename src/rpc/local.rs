@@ -53,6 +53,7 @@ impl LocalServer {
         let (connection, replies) = (&mut self.connection, &mut self.replies);
         self.runtime.block_on(async {
             connection.incoming(Incoming::Frame(body.to_vec())).await;
+            connection.flush().await;
             connection.settle().await;
             // Subscriptions notify from tasks of their own: let them run.
             for _ in 0..8 {

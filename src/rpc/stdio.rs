@@ -284,7 +284,7 @@ impl Input {
     /// request at a time, the runtime's park and wake-up cost about 4% of a round trip
     /// (BENCHMARKS.md). Meanwhile the runtime does nothing: a timer (the drafts' sweep, once
     /// a second), or a task woken from another thread (a store's own), waits for 50 ms of
-    /// silence, or at most for the 16th frame since the runtime's last turn, after which
+    /// silence, or at most for the 256th frame since the runtime's last turn, after which
     /// the connection always yields (`FRAMES_PER_TURN`).
     ///
     /// After a read that took all there was, the quiet read tries the pipe before it

@@ -4,7 +4,7 @@
 //! the client `runtime/run` and answers `null` once the client answered.
 //!
 //! It writes as convo does: what is answered goes out once nothing more is read, and
-//! after every `REPLIES_PER_WRITE` replies (convo's `FRAMES_PER_TURN`), so that a client
+//! after every `REPLIES_PER_WRITE` replies (convo's `FRAMES_PER_WRITE`), so that a client
 //! that pipelines works on the first replies while the rest are answered. Writing only
 //! once a whole read was answered made the floor a third to a half slower than the pipe
 //! allows, and convo, which writes sooner, looked closer to it than it is.
