@@ -4,7 +4,9 @@
 //!
 //! - A frame takes its size from the input budget before it is handled and gives it
 //!   back once its reply is queued; while the budget is spent the connection reads
-//!   nothing more, so the client meets back-pressure in its pipe.
+//!   nothing more, so the client meets back-pressure in its pipe. A frame answered at
+//!   once (on its work's first poll) only looks (`input_fits`): nothing else runs
+//!   before it would give the share back. So does its running place (`could_start`).
 //! - A reply takes its size from the output budget before it is queued and gives it back
 //!   once written. A request starts only when it holds one of `MAX_RUNNING` places and
 //!   the output budget has room, so a client that sends much and reads nothing holds
@@ -56,6 +58,12 @@ impl Budget {
         u32::try_from(len).unwrap_or(u32::MAX).clamp(1, self.bytes)
     }
 
+    /// Whether a frame of `len` bytes fits in the input budget now, without taking its
+    /// share: a frame answered at once gives it back before anything else could ask.
+    pub fn input_fits(&self, len: usize) -> bool {
+        self.input.available_permits() >= self.share(len) as usize
+    }
+
     /// A frame's share of the input budget if it fits now.
     pub fn try_input(&self, len: usize) -> Option<Hold> {
         self.input.clone().try_acquire_many_owned(self.share(len)).ok()
@@ -84,6 +92,12 @@ impl Budget {
     /// queued trades its running place for it.
     pub fn waiting(&self) -> Option<Hold> {
         self.waiting.clone().try_acquire_owned().ok()
+    }
+
+    /// Whether `try_start` would give a place now, without taking it: work done on its
+    /// first poll gives it back before anything else could ask.
+    pub fn could_start(&self) -> bool {
+        self.output.available_permits() > 0 && self.running.available_permits() > 0
     }
 
     /// A place to run in, if one is free and the output budget has room now.
@@ -137,6 +151,26 @@ mod tests {
         assert!(blocks(budget.start()).await);
         drop(written_later);
         assert!(budget.start().await.is_some());
+    }
+
+    /// Looking takes nothing: what fits is what taking would get now.
+    #[tokio::test]
+    async fn what_fits_is_what_taking_would_get() {
+        let budget = Budget::new(100);
+        let held = budget.input(60).await;
+        assert!(budget.input_fits(40) && budget.try_input(40).is_some());
+        assert!(!budget.input_fits(41) && budget.try_input(41).is_none());
+        drop(held);
+        assert!(budget.input_fits(1000), "larger than the budget: fits when it is all free");
+
+        assert!(budget.could_start());
+        let running: Vec<Hold> = (0..MAX_RUNNING).map(|_| budget.try_start().expect("a free place")).collect();
+        assert!(!budget.could_start() && budget.try_start().is_none());
+        drop(running);
+        let written_later = budget.output(1000).await;
+        assert!(!budget.could_start() && budget.try_start().is_none(), "no room in the output budget");
+        drop(written_later);
+        assert!(budget.could_start());
     }
 
     #[tokio::test]

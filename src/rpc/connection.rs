@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::lock;
 use crate::ops::Call;
 use crate::pool::Pool;
-use crate::rpc::budget::{Budget, Hold};
+use crate::rpc::budget::Budget;
 use crate::rpc::envelope::{Element, Frame, classify};
 use crate::rpc::error::{
     INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, batch_too_large, plain, too_large,
@@ -200,13 +200,13 @@ impl Connection {
     }
 
     async fn frame(&mut self, bytes: &[u8]) {
-        let input = match self.budget.try_input(bytes.len()) {
-            Some(input) => Some(input),
-            None => {
-                self.flush().await;
-                self.budget.input(bytes.len()).await
-            }
-        };
+        // The frame's share of the input budget is only looked at here, and taken if its
+        // work waits: a frame answered at once gives it back before anything else runs.
+        let mut input = None;
+        if !self.budget.input_fits(bytes.len()) {
+            self.flush().await;
+            input = self.budget.input(bytes.len()).await;
+        }
         let mut pending: Pending = match classify(bytes) {
             Frame::ParseError(e) => {
                 Pending::Now(Some(error_reply(None, plain(PARSE_ERROR, format!("parse error: {e}"))).into()))
@@ -267,6 +267,7 @@ impl Connection {
             },
             Poll::Pending => pending,
         };
+        let input = input.or_else(|| self.budget.try_input(bytes.len()));
         if self.in_flight.available_permits() == 0 {
             self.flush().await;
         }
@@ -357,9 +358,9 @@ impl Connection {
             && spec.runs == Runs::Inline
             && !self.one_at_a_time
             && self.sequencer.is_idle()
-            && let Some(running) = self.budget.try_start()
+            && self.budget.could_start()
         {
-            return Some(self.at_once(&found.handler, id, params, spec.order, running));
+            return Some(self.at_once(&found.handler, id, params, spec.order));
         }
         // One key no session id can be: every request after the one before.
         let (keys, stage) = match (self.one_at_a_time, spec.order) {
@@ -413,14 +414,7 @@ impl Connection {
     /// append to the memory store) never takes a place in the order, an entry for
     /// `$/cancelRequest` or a task; work that waits takes them then, as if it had waited
     /// for nothing, and goes on as `Run::run` would.
-    fn at_once(
-        &self,
-        handler: &Handler,
-        id: Option<&str>,
-        params: Option<&str>,
-        order: Order,
-        running: Hold,
-    ) -> Pending {
+    fn at_once(&self, handler: &Handler, id: Option<&str>, params: Option<&str>, order: Order) -> Pending {
         let started = Started::default();
         let stage = stage(order, params);
         let on_queued = (stage == Stage::Queued).then(|| started.on_queued());
@@ -431,11 +425,11 @@ impl Connection {
         let max = self.max_message_bytes;
         // Polled again, with a waker that wakes, by whoever polls what this returns.
         if let Poll::Ready(outcome) = Pin::new(&mut work).poll(&mut Context::from_waker(Waker::noop())) {
-            drop(running);
             return Pending::Now(id.map(|id| answer(id, outcome.map_err(|_| Stop::Panicked), max)));
         }
-        // Queued already, it waits for its commit in a place of its own (see `Run::run`).
-        let running = started.is_queued().then(|| self.budget.waiting()).flatten().unwrap_or(running);
+        // It takes its running place now (`could_start` said one was free), or, queued
+        // already, waits for its commit in a place of its own (see `Run::run`).
+        let running = started.is_queued().then(|| self.budget.waiting()).flatten().or_else(|| self.budget.try_start());
         let mut place = self.sequencer.enter_started(order::keys(order, params), stage, started);
         let id = id.map(str::to_owned);
         if let Some(id) = &id {
