@@ -7,7 +7,8 @@
 //! the output is shared, behind a lock, with `Outbox::send_now`: replies that nothing
 //! queued or being written precedes are written by whoever made them, without a turn of
 //! the writer task (a request at a time: about 6% of a round trip; the connection's
-//! replies made at once, pipelined: about 9% more requests a second, BENCHMARKS.md).
+//! replies made at once, pipelined across two CPUs: 5-11% more requests a second, and
+//! within the noise on one, BENCHMARKS.md).
 //! The writer holds the lock from the moment it takes a message until it is written, so
 //! a reply written directly never passes one queued before it.
 
