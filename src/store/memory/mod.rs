@@ -87,12 +87,30 @@ impl Entry {
     }
 
     fn touch(&mut self) {
+        self.touch_at(None);
+    }
+
+    /// `touch`, the change made at `stamp` (a canonical time stamp) when given, else now.
+    fn touch_at(&mut self, stamp: Option<&str>) {
         self.revision += 1;
         // Written over in place: a stamp is always as long, so every append after the
         // first allocates no text for it.
         self.updated_at.clear();
-        push_at_micros(&mut self.updated_at, crate::mint::now_micros());
+        match stamp {
+            Some(stamp) => self.updated_at.push_str(stamp),
+            None => push_at_micros(&mut self.updated_at, crate::mint::now_micros()),
+        }
     }
+}
+
+/// When the messages an append stores were made.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Made {
+    /// For this append, the newest just before it (`Histories::append`: `ops` makes what
+    /// it appends, a turn's answer last, once the host gave it).
+    Now,
+    /// Earlier: a stream's draft, begun when the stream was.
+    Before,
 }
 
 type Table = HashMap<String, Entry, foldhash::fast::RandomState>;
@@ -172,6 +190,7 @@ impl MemoryStore {
         messages: Vec<Message>,
         expected_revision: Option<u64>,
         once: bool,
+        when: Made,
     ) -> Result<Appended> {
         let message_ids: Vec<String> = messages.iter().filter_map(|m| m.id.clone()).collect();
         let entry = sessions.get_mut(session_id).ok_or_else(|| not_found(session_id))?;
@@ -185,7 +204,12 @@ impl MemoryStore {
             let kept = entry.history.extend(&planned, &origin)?;
             self.index_images(&planned, &kept);
             planned.iter().filter_map(|m| m.usage.as_deref()).for_each(|u| entry.usage.add(u));
-            entry.touch();
+            // Messages made for this append were stamped a moment ago, in this request,
+            // and those the rules add just now: the newest stamp (canonical stamps compare
+            // as their times) is the change's time, and the clock is not read again. The
+            // counted clock is (`--deterministic` gives every stamp a reading of its own).
+            let made_now = when == Made::Now && !crate::mint::is_counted();
+            entry.touch_at(planned.iter().map(|m| m.created_at.as_str()).max().filter(|_| made_now));
             self.publish(session_id, entry, ChangeKind::Appended);
         }
         let index = entry.history.len().saturating_sub(1) as u64;
@@ -430,7 +454,7 @@ impl Histories for MemoryStore {
         expected_revision: Option<u64>,
         once: bool,
     ) -> Result<Appended> {
-        self.append_locked(self.lock(), session_id, messages, expected_revision, once)
+        self.append_locked(self.lock(), session_id, messages, expected_revision, once, Made::Now)
     }
 
     async fn history(&self, session_id: &str, offset: u64, limit: Option<u64>) -> Result<HistoryPage> {
@@ -549,7 +573,7 @@ impl Drafts for MemoryStore {
     ) -> Result<Appended> {
         let sessions = self.lock();
         let mut drafts = self.drafts();
-        let appended = self.append_locked(sessions, session_id, messages, expected_revision, false)?;
+        let appended = self.append_locked(sessions, session_id, messages, expected_revision, false, Made::Before)?;
         drafts.remove(stream_id);
         Ok(appended)
     }
@@ -580,7 +604,7 @@ impl Drafts for MemoryStore {
             return Ok(None);
         }
         let session_id = draft.session_id.clone();
-        self.append_locked(sessions, &session_id, draft.into_messages(end), None, false).map(Some)
+        self.append_locked(sessions, &session_id, draft.into_messages(end), None, false, Made::Before).map(Some)
     }
 
     async fn stale_drafts(&self, before: i64) -> Result<Vec<String>> {
@@ -672,6 +696,42 @@ impl Checks for MemoryStore {
 mod tests {
     use super::*;
     use crate::session::Role;
+
+    /// An append made of messages stamped for it is made at its newest stamp: the
+    /// session's `updated_at` is that stamp, a cancelled result the rules add just now
+    /// included. One made of messages stamped before it (a stream's draft) is made now.
+    #[tokio::test]
+    async fn an_append_is_made_when_its_newest_message_was_stamped() {
+        let store = MemoryStore::default();
+        store.create(Some("s".into()), Fields::default()).await.unwrap();
+        let updated_at = || store.lock()["s"].updated_at.clone();
+        let pause = || std::thread::sleep(std::time::Duration::from_millis(2));
+        let user = Message::new(Role::User, serde_json::json!("hi"));
+        let stamp = user.created_at.clone();
+        pause();
+        store.append("s", vec![user], None, false).await.unwrap();
+        assert_eq!(updated_at(), stamp);
+
+        let mut call = Message::new(Role::Assistant, serde_json::json!(""));
+        call.tool_calls = Some(vec![
+            serde_json::json!({"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}),
+        ]);
+        store.append("s", vec![call], None, false).await.unwrap();
+        let next = Message::new(Role::User, serde_json::json!("never mind"));
+        let stamp = next.created_at.clone();
+        pause();
+        store.append("s", vec![next], None, false).await.unwrap();
+        let cancelled = store.lock()["s"].history.parsed(2, 3).unwrap().remove(0);
+        assert_eq!(cancelled.tool_call_id.as_deref(), Some("c1"));
+        assert!(cancelled.created_at > stamp, "stamped as the rules added it");
+        assert_eq!(updated_at(), cancelled.created_at);
+
+        let draft = Message::new(Role::User, serde_json::json!("from a stream"));
+        let stamp = draft.created_at.clone();
+        pause();
+        store.append_locked(store.lock(), "s", vec![draft], None, false, Made::Before).unwrap();
+        assert!(updated_at() > stamp, "{} after {stamp}", updated_at());
+    }
 
     #[tokio::test]
     async fn the_messages_a_session_stores_share_one_owner() {
