@@ -268,9 +268,10 @@ impl Connection {
             Poll::Pending => pending,
         };
         let input = input.or_else(|| self.budget.try_input(bytes.len()));
-        if self.in_flight.available_permits() == 0 {
-            self.flush().await;
-        }
+        // The replies held so far answer frames before this one: they go out before any
+        // task this frame starts could send its own, and before waiting for a place in
+        // flight (or a turn the runtime's budget forces on the wait below).
+        self.flush().await;
         let permit = self.in_flight.clone().acquire_owned().await;
         let (outbox, budget) = (self.outbox.clone(), self.budget.clone());
         tokio::spawn(async move {
