@@ -9,6 +9,7 @@
 //! `updated_at`, is minted here. (The token that names this process as a draft's owner
 //! is not: it must differ between processes, and no reply shows it.)
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -78,7 +79,19 @@ fn v7(micros: i64) -> String {
         | 0b10 << 62
         | u128::from(counter & ((1 << 30) - 1)) << 32
         | u128::from(rand::random::<u32>());
-    hyphenated(bits)
+    let id = hyphenated(bits);
+    if let Ok(text) = id.as_bytes().try_into() {
+        MINTED.with(|minted| minted.set((bits, text)));
+    }
+    id
+}
+
+thread_local! {
+    /// The id `v7` last made on this thread (at first the nil UUID), and its text: the
+    /// store reads a new message's id back as bits (`hyphenated_bits`) a moment after it
+    /// was made.
+    static MINTED: Cell<(u128, [u8; HYPHENATED])> =
+        const { Cell::new((0, *b"00000000-0000-0000-0000-000000000000")) };
 }
 
 /// The millisecond of the latest id and its counter.
@@ -156,6 +169,10 @@ pub fn push_hyphenated(out: &mut String, bits: u128) {
 /// (not upper-case, braced or without hyphens, which a UUID parser also takes).
 pub fn hyphenated_bits(text: &str) -> Option<u128> {
     let text: &[u8; HYPHENATED] = text.as_bytes().try_into().ok()?;
+    let (bits, minted) = MINTED.with(Cell::get);
+    if *text == minted {
+        return Some(bits);
+    }
     if HYPHENS_AT.iter().any(|&at| text[at] != b'-') {
         return None;
     }

@@ -89,8 +89,12 @@ impl Ops {
             None => e,
         };
         let once = check_message_ids(&inputs).map_err(|(i, e)| within(i, e))?;
+        // The waits that few appends take are boxed: an append's future is moved whole,
+        // more than once, and holds room for the largest wait in it.
         for (i, input) in inputs.iter_mut().enumerate() {
-            self.resolve_images(input).await.map_err(|e| within(i, e))?;
+            if input.images.is_some() {
+                Box::pin(self.resolve_images(input)).await.map_err(|e| within(i, e))?;
+            }
         }
         // Calls given no id (Gemini's) are numbered after the session's ids and those of
         // the messages before them in this request. The session's are read when the first
@@ -101,7 +105,7 @@ impl Ops {
         let mut rest = inputs.into_iter();
         while let Some(next) = rest.as_slice().first() {
             if numbers_calls(next) && taken.is_none() {
-                taken = Some(self.call_ids_of(session_id).await?);
+                taken = Some(Box::pin(self.call_ids_of(session_id)).await?);
             }
             let Some(mut input) = rest.next() else { break };
             let i = messages.len();

@@ -59,6 +59,11 @@ impl Ops {
     pub fn new(store: Arc<dyn Store>, host: Arc<dyn Host>) -> Self {
         Ops { store, host, pieces: Arc::default() }
     }
+
+    /// Whether an append says when its write is queued (`store::queued`).
+    pub fn appends_signal_queued(&self) -> bool {
+        self.store.signals_queued()
+    }
 }
 
 /// What a request carries into the operation it runs: the token `$/cancelRequest`

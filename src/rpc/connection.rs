@@ -10,12 +10,14 @@
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use futures_util::FutureExt as _;
 use futures_util::future::{BoxFuture, join_all, ready};
 use jsonrpsee_types::ErrorObjectOwned;
+use memchr::memmem::Finder;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -83,7 +85,7 @@ pub struct Connection {
     methods: Registry,
     cpu: Pool,
     /// The requests in progress that `$/cancelRequest` can reach, by id as written.
-    cancels: Arc<Mutex<HashMap<String, CancellationToken>>>,
+    cancels: Arc<Cancels>,
     outbox: Outbox,
     peer: Arc<Peer>,
     sequencer: Arc<Sequencer>,
@@ -94,6 +96,9 @@ pub struct Connection {
     max_message_bytes: usize,
     /// Every request in one order (`Config::one_at_a_time`).
     one_at_a_time: bool,
+    /// Whether the store's appends say when their writes are queued
+    /// (`Ops::appends_signal_queued`); an append is given a hook for it only then.
+    queued_writes: bool,
     shutting_down: bool,
     exit_code: Option<i32>,
     /// Replies made at once, not yet handed to the output (`flush`).
@@ -101,7 +106,13 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub fn new(registry: Registry, outbox: Outbox, peer: Arc<Peer>, limits: &crate::rpc::Config) -> Self {
+    pub fn new(
+        registry: Registry,
+        outbox: Outbox,
+        peer: Arc<Peer>,
+        limits: &crate::rpc::Config,
+        queued_writes: bool,
+    ) -> Self {
         Connection {
             methods: registry,
             cpu: Pool::for_cpu("cpu"),
@@ -114,6 +125,7 @@ impl Connection {
             budget: Budget::new(limits.max_pending_bytes),
             max_message_bytes: limits.max_message_bytes,
             one_at_a_time: limits.one_at_a_time,
+            queued_writes,
             shutting_down: false,
             exit_code: None,
             held: Vec::new(),
@@ -341,7 +353,7 @@ impl Connection {
             return reject(plain(INVALID_REQUEST, "invalid request: the server is shutting down"));
         }
         if let Some(id) = id
-            && lock(&self.cancels).contains_key(id)
+            && self.cancels.contains(id)
         {
             let why = format!("invalid request: the id {id} is already used by a request in flight");
             return reject(plain(INVALID_REQUEST, why));
@@ -370,14 +382,14 @@ impl Connection {
         };
         let place = self.sequencer.enter(keys, stage);
         // An append lets the next append on its session start once its write is queued.
-        let queued = (stage == Stage::Queued).then(|| place.on_queued());
+        let queued = (stage == Stage::Queued && self.queued_writes).then(|| place.on_queued());
         let cancel = CancellationToken::new();
         let turn = Arc::default();
         let call = Arc::new(Call::new(Some(cancel.clone()), release(&turn)));
         let work = start(&found.handler, params, call);
         let id = id.map(str::to_owned);
         if let Some(id) = &id {
-            lock(&self.cancels).insert(id.clone(), cancel.clone());
+            self.cancels.insert(id.clone(), cancel.clone());
         }
         let run = Run {
             work,
@@ -416,9 +428,11 @@ impl Connection {
     /// `$/cancelRequest` or a task; work that waits takes them then, as if it had waited
     /// for nothing, and goes on as `Run::run` would.
     fn at_once(&self, handler: &Handler, id: Option<&str>, params: Option<&str>, order: Order) -> Pending {
-        let started = Started::default();
-        let stage = stage(order, params);
-        let on_queued = (stage == Stage::Queued).then(|| started.on_queued());
+        // The gate the requests after it wait on, made now only if the work may open it
+        // while it runs (a store that queues its writes); else when it waits.
+        let stage_now = self.queued_writes.then(|| stage(order, params));
+        let started = (stage_now == Some(Stage::Queued)).then(Started::default);
+        let on_queued = started.as_ref().map(Started::on_queued);
         // An inline method never lets its session go before it ends (only one waiting for
         // the host does): its place, if it takes one, is given up when it finishes.
         let call = Arc::new(Call::new(None, Box::new(|| ())));
@@ -430,11 +444,13 @@ impl Connection {
         }
         // It takes its running place now (`could_start` said one was free), or, queued
         // already, waits for its commit in a place of its own (see `Run::run`).
+        let stage = stage_now.unwrap_or_else(|| stage(order, params));
+        let started = started.unwrap_or_default();
         let running = started.is_queued().then(|| self.budget.waiting()).flatten().or_else(|| self.budget.try_start());
         let mut place = self.sequencer.enter_started(order::keys(order, params), stage, started);
         let id = id.map(str::to_owned);
         if let Some(id) = &id {
-            lock(&self.cancels).insert(id.clone(), call.cancel().clone());
+            self.cancels.insert(id.clone(), call.cancel().clone());
         }
         drop(call);
         let cancels = self.cancels.clone();
@@ -459,7 +475,7 @@ impl Connection {
             id: &'a serde_json::value::RawValue,
         }
         let cancel = params.and_then(|p| serde_json::from_str::<Cancel>(p).ok());
-        if let Some(token) = cancel.and_then(|c| lock(&self.cancels).get(c.id.get()).cloned()) {
+        if let Some(token) = cancel.and_then(|c| self.cancels.get(c.id.get())) {
             token.cancel();
         }
         None
@@ -469,10 +485,11 @@ impl Connection {
 /// How far the request before an `order` request on its session must have gone for it to
 /// start: an append, only until its write is queued.
 fn stage(order: Order, params: Option<&str>) -> Stage {
+    static GEMINI_CONTENTS: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("\"gemini_contents\""));
     // A Gemini turn's calls may need ids numbered after the session's: it waits for the
     // writes before it to land.
     match order {
-        Order::Append if !params.is_some_and(|p| p.contains("\"gemini_contents\"")) => Stage::Queued,
+        Order::Append if params.is_none_or(|p| GEMINI_CONTENTS.find(p.as_bytes()).is_none()) => Stage::Queued,
         _ => Stage::Done,
     }
 }
@@ -484,16 +501,45 @@ fn start(handler: &Handler, params: Option<&str>, call: Arc<Call>) -> BoxFuture<
         .unwrap_or_else(|_| ready(Err(plain(INTERNAL_ERROR, "internal error: the method panicked"))).boxed())
 }
 
+/// The calls in flight that `$/cancelRequest` may end, by id: each entered by the
+/// connection, and removed by its call once answered.
+#[derive(Default)]
+struct Cancels {
+    tokens: Mutex<HashMap<String, CancellationToken>>,
+    /// How many `tokens` holds, written with it. Every request's id is checked against
+    /// the calls in flight, and there are none when it runs at once: the count says so
+    /// without the lock and its two atomic operations. Only the connection enters, so a
+    /// stale count is one too high.
+    len: AtomicUsize,
+}
+
+impl Cancels {
+    fn contains(&self, id: &str) -> bool {
+        self.len.load(Ordering::Acquire) > 0 && lock(&self.tokens).contains_key(id)
+    }
+
+    fn get(&self, id: &str) -> Option<CancellationToken> {
+        lock(&self.tokens).get(id).cloned()
+    }
+
+    fn insert(&self, id: String, token: CancellationToken) {
+        let mut tokens = lock(&self.tokens);
+        tokens.insert(id, token);
+        self.len.store(tokens.len(), Ordering::Release);
+    }
+
+    fn remove(&self, id: &str) {
+        let mut tokens = lock(&self.tokens);
+        tokens.remove(id);
+        self.len.store(tokens.len(), Ordering::Release);
+    }
+}
+
 /// The reply to a call that took an entry for `$/cancelRequest` (none for a notification),
 /// which it gives up now.
-fn answered(
-    cancels: &Mutex<HashMap<String, CancellationToken>>,
-    id: Option<String>,
-    outcome: Result<Outcome, Stop>,
-    max: usize,
-) -> Option<Reply> {
+fn answered(cancels: &Cancels, id: Option<String>, outcome: Result<Outcome, Stop>, max: usize) -> Option<Reply> {
     let id = id?;
-    lock(cancels).remove(&id);
+    cancels.remove(&id);
     Some(answer(&id, outcome, max))
 }
 
@@ -568,7 +614,7 @@ mod tests {
             max_pending_bytes: 1 << 20,
             one_at_a_time: false,
         };
-        let connection = Connection::new(registry, outbox.clone(), Arc::new(Peer::new(outbox)), &limits);
+        let connection = Connection::new(registry, outbox.clone(), Arc::new(Peer::new(outbox)), &limits, true);
         let source = Source::Reader(Box::new(std::io::Cursor::new(frames.join("\n") + "\n")));
         let input = Input::new(source, Decoder::new(FramingCell::new(None), 1024)).unwrap();
         (connection, input)

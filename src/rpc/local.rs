@@ -35,6 +35,7 @@ impl LocalServer {
         // (1008 `disconnected`) instead of waiting.
         peer.close();
         let ops = Ops::new(store, Arc::new(PeerHost(peer.clone())));
+        let queued = ops.appends_signal_queued();
         let ctx = methods::Ctx::new(ops, peer.clone(), FramingCell::new(Some(Framing::Ndjson)), max_message_bytes);
         let limits = crate::rpc::Config {
             framing: Some(Framing::Ndjson),
@@ -42,7 +43,7 @@ impl LocalServer {
             max_pending_bytes: crate::rpc::budget::DEFAULT_PENDING_BYTES,
             one_at_a_time: crate::mint::is_counted(),
         };
-        let connection = Connection::new(methods::module(ctx), outbox, peer, &limits);
+        let connection = Connection::new(methods::module(ctx), outbox, peer, &limits, queued);
         Ok(LocalServer { runtime, connection, replies, next_id: 1 })
     }
 

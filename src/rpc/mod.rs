@@ -55,7 +55,8 @@ pub async fn serve(config: Config, store: Arc<dyn Store>, input: Source, output:
     let peer = Arc::new(Peer::new(outbox.clone()));
     let ops = Ops::new(store, Arc::new(PeerHost(peer.clone())));
     let ctx = methods::Ctx::new(ops.clone(), peer.clone(), framing.clone(), config.max_message_bytes);
-    let connection = Connection::new(methods::module(ctx), outbox, peer, &config);
+    let queued = ops.appends_signal_queued();
+    let connection = Connection::new(methods::module(ctx), outbox, peer, &config, queued);
     let input = Input::new(input, Decoder::new(framing, config.max_message_bytes))?;
     let sweeper = tokio::spawn(sweep(ops.clone()));
     let code = connection.run(input).await;

@@ -14,7 +14,7 @@
 //! request on it. A request that never queues a write counts as queued once finished.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
@@ -71,6 +71,9 @@ impl Gate {
 #[derive(Default, Debug)]
 pub struct Sequencer {
     state: Mutex<State>,
+    /// How many requests `state` has running, written with it: `is_idle` reads it
+    /// without taking the lock, which costs an append two atomic operations more.
+    running: AtomicUsize,
 }
 
 #[derive(Default, Debug)]
@@ -112,8 +115,10 @@ impl Sequencer {
     }
 
     /// Whether no request holds a place: one that entered now would wait for nothing.
+    /// Only the connection enters (its one task, in order), so a request it sees
+    /// running can only finish, never start, under it: a stale count says busy.
     pub fn is_idle(&self) -> bool {
-        lock(&self.state).running.is_empty()
+        self.running.load(Ordering::Acquire) == 0
     }
 
     /// `enter`, for a request that found the sequencer idle (`is_idle`) and started
@@ -147,6 +152,7 @@ impl Sequencer {
         let number = state.next;
         state.next += 1;
         state.running.insert(number, mine.clone());
+        self.running.store(state.running.len(), Ordering::Release);
         Place { sequencer: self.clone(), number, keys, before, previous, mine }
     }
 
@@ -203,6 +209,7 @@ impl Drop for Place {
     fn drop(&mut self) {
         let mut state = lock(&self.sequencer.state);
         state.running.remove(&self.number);
+        self.sequencer.running.store(state.running.len(), Ordering::Release);
         self.mine.done.store(true, Ordering::Release);
         for key in &self.keys {
             let Some(line) = state.lines.get_mut(key) else { continue };

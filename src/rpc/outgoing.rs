@@ -57,6 +57,15 @@ pub fn with_id(id: &str, outcome: Outcome, max: usize) -> Reply {
             };
             match written {
                 // A short result goes in one piece with its head.
+                // In the result's own buffer when it has room (an append's has: `write`
+                // starts with 256 bytes), not in a second one.
+                Written::Text(mut text) if text.len() <= INLINE_MAX && text.capacity() - text.len() > head => {
+                    text.insert_str(0, RESULT);
+                    text.insert_str(0, id);
+                    text.insert_str(0, OPEN);
+                    text.push('}');
+                    text.into()
+                }
                 Written::Text(text) if text.len() <= INLINE_MAX => {
                     let mut reply = String::with_capacity(head + text.len() + 1);
                     reply.extend([OPEN, id, RESULT, &text, "}"]);

@@ -4,6 +4,7 @@
 //! coalesced, and the last change of a session is always delivered.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::lock;
@@ -72,6 +73,10 @@ pub struct Change {
 #[derive(Debug, Default)]
 pub struct Feed {
     watchers: Mutex<Vec<Weak<Watcher>>>,
+    /// How many `watchers` holds, gone ones too, written with it: a change nobody
+    /// watches is dropped without taking the lock (two atomic operations an append).
+    /// A watcher that `watch` returned is counted before any change made after it.
+    listed: AtomicUsize,
 }
 
 #[derive(Debug, Default)]
@@ -91,8 +96,10 @@ impl Feed {
     /// Hands the change `change` makes to every watcher; makes none when nobody watches
     /// (the memory store, where making one is most of the cost of telling it).
     pub fn publish_with(&self, change: impl FnOnce() -> Change) {
-        let mut watchers = lock(&self.watchers);
-        watchers.retain(|w| w.strong_count() > 0);
+        if self.listed.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let watchers = self.alive();
         if watchers.is_empty() {
             return;
         }
@@ -105,16 +112,24 @@ impl Feed {
     /// Starts watching every change from now on; stops when the watcher is dropped.
     pub fn watch(&self) -> Arc<Watcher> {
         let watcher = Arc::new(Watcher::default());
-        lock(&self.watchers).push(Arc::downgrade(&watcher));
+        let mut watchers = lock(&self.watchers);
+        watchers.push(Arc::downgrade(&watcher));
+        self.listed.store(watchers.len(), Ordering::Release);
         watcher
     }
 
     /// Whether anyone watches (a store may skip work for nobody); forgets the watchers
     /// gone since the last change, as `publish` does.
     pub fn watched(&self) -> bool {
+        !self.alive().is_empty()
+    }
+
+    /// The watchers, those gone forgotten.
+    fn alive(&self) -> std::sync::MutexGuard<'_, Vec<Weak<Watcher>>> {
         let mut watchers = lock(&self.watchers);
         watchers.retain(|w| w.strong_count() > 0);
-        !watchers.is_empty()
+        self.listed.store(watchers.len(), Ordering::Release);
+        watchers
     }
 }
 

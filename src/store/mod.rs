@@ -277,6 +277,13 @@ pub trait Histories: Send + Sync + 'static {
         once: bool,
     ) -> Result<Appended>;
 
+    /// Whether an append says when its write is queued (`store::queued::signal`), so
+    /// that the next append on its session may start then. One that never says so (the
+    /// memory store applies an append at once) is given nothing to call.
+    fn signals_queued(&self) -> bool {
+        true
+    }
+
     /// Stored messages `offset..offset + limit` (to the end when `limit` is `None`).
     async fn history(&self, session_id: &str, offset: u64, limit: Option<u64>) -> Result<HistoryPage>;
 

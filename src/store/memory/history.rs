@@ -429,23 +429,29 @@ impl Owners {
 
 impl History {
     /// A history of `messages`, which the rules already accepted in this order.
-    pub fn of(messages: &[Message], origin: &Origin) -> Result<(History, Vec<Stored>)> {
+    pub fn of(messages: &[Message], origin: &Origin) -> Result<History> {
         let mut history = History::default();
-        let kept = history.extend(messages, origin)?;
-        Ok((history, kept))
+        history.extend(messages, origin)?;
+        Ok(history)
     }
 
-    /// Appends messages the rules accepted after this history; returns them as kept.
-    /// Each is serialized before anything changes, so an error leaves the history as it was.
-    pub fn extend(&mut self, messages: &[Message], origin: &Origin) -> Result<Vec<Stored>> {
+    /// Appends messages the rules accepted after this history (`newest` then gives them
+    /// as kept). Each is serialized before anything changes, so an error leaves the
+    /// history as it was.
+    pub fn extend(&mut self, messages: &[Message], origin: &Origin) -> Result<()> {
         let kept = messages.iter().map(|m| Stored::of(m, origin.revision)).collect::<Result<Vec<_>>>()?;
-        for (message, kept) in messages.iter().zip(&kept) {
+        for (message, kept) in messages.iter().zip(kept) {
             self.tail.follow(message);
-            self.messages.push_back(kept.clone());
+            self.messages.push_back(kept);
             self.signs.push_back(Sign::of(&content_text(&message.content)));
         }
-        self.owners.push(kept.len(), &origin.owner);
-        Ok(kept)
+        self.owners.push(messages.len(), &origin.owner);
+        Ok(())
+    }
+
+    /// The newest `n` messages as kept, oldest first.
+    pub fn newest(&self, n: usize) -> impl Iterator<Item = &Stored> {
+        (self.len().saturating_sub(n)..self.len()).filter_map(|i| self.messages.get(i))
     }
 
     /// Appends the messages `other` keeps after its oldest `skip` (a compaction's kept
@@ -566,6 +572,13 @@ fn read_tail(messages: &imbl::Vector<Stored>) -> Result<Tail> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A history of `messages`, and them as kept.
+    fn kept_of(messages: &[Message], origin: &Origin) -> Result<(History, Vec<Stored>)> {
+        let history = History::of(messages, origin)?;
+        let kept = history.newest(messages.len()).cloned().collect();
+        Ok((history, kept))
+    }
     use serde_json::json;
 
     fn message(role: Role, id: &str) -> Message {
@@ -592,7 +605,7 @@ mod tests {
         m.content = json!([{"type": "text", "text": "a \"quoted\"\nline é"}, {"type": "x", "n": 1.50}]);
         m.name = Some("n".into());
         m.metadata = Some(json!({"z": 1, "a": [-0.0, null]}).as_object().unwrap().clone());
-        let (history, kept) = History::of(&[m.clone()], &Origin::default()).unwrap();
+        let (history, kept) = kept_of(&[m.clone()], &Origin::default()).unwrap();
         assert_eq!(kept[0].message().unwrap(), m);
         assert_eq!(history.parsed(0, 1).unwrap()[0].as_ref(), &m);
         assert_eq!(history.json(0, 1).unwrap()[0].get(), serde_json::to_string(&m).unwrap());
@@ -604,18 +617,18 @@ mod tests {
         let mut m = message(Role::User, "a\"created_at\":");
         m.content = json!("x\",\"created_at\": é");
         m.created_at = "2026-12-01T00:00:00.000001Z".into();
-        let (history, kept) = History::of(std::slice::from_ref(&m), &Origin::default()).unwrap();
+        let (history, kept) = kept_of(std::slice::from_ref(&m), &Origin::default()).unwrap();
         assert!(kept[0].short() && !kept[0].json.contains("null"));
         assert_eq!(kept[0].message().unwrap(), m);
         assert_eq!(history.json(0, 1).unwrap()[0].get(), serde_json::to_string(&m).unwrap());
         assert_eq!(history.index_of("a\"created_at\":"), Some(0));
         let mut named = m.clone();
         named.name = Some("n".into());
-        let (history, kept) = History::of(std::slice::from_ref(&named), &Origin::default()).unwrap();
+        let (history, kept) = kept_of(std::slice::from_ref(&named), &Origin::default()).unwrap();
         assert!(!kept[0].short());
         assert_eq!(history.json(0, 1).unwrap()[0].get(), serde_json::to_string(&named).unwrap());
         let long = Message { content: json!("x".repeat(SHORT_CONTENT + 1)), ..m };
-        let (history, kept) = History::of(std::slice::from_ref(&long), &Origin::default()).unwrap();
+        let (history, kept) = kept_of(std::slice::from_ref(&long), &Origin::default()).unwrap();
         assert!(!kept[0].short());
         assert_eq!(history.json(0, 1).unwrap()[0].get(), serde_json::to_string(&long).unwrap());
     }
@@ -641,7 +654,7 @@ mod tests {
                 messages.push(m);
             }
         }
-        let (history, kept) = History::of(&messages, &Origin::default()).unwrap();
+        let (history, kept) = kept_of(&messages, &Origin::default()).unwrap();
         for (i, (m, kept)) in messages.iter().zip(&kept).enumerate() {
             assert_eq!(kept.short(), i < ids.len());
             assert_eq!(kept.message().unwrap(), *m);
@@ -700,7 +713,7 @@ mod tests {
                     model.drain(..n.min(model.len()));
                 }
                 _ => {
-                    let (mut compacted, _) = History::of(&messages(1), &origin).unwrap();
+                    let (mut compacted, _) = kept_of(&messages(1), &origin).unwrap();
                     compacted.extend_kept(&history, n).unwrap();
                     history = compacted;
                     model = std::iter::once(origin).chain(model.into_iter().skip(n)).collect();
@@ -797,7 +810,7 @@ mod tests {
                 ..message(Role::Assistant, "x")
             })
             .collect();
-        let (history, kept) = History::of(&messages, &Origin::default()).unwrap();
+        let (history, kept) = kept_of(&messages, &Origin::default()).unwrap();
         for (i, (m, kept)) in messages.iter().zip(&kept).enumerate() {
             assert_eq!(kept.bits(), i == 0 || i == 4, "{:?}", m.id);
             assert_eq!(kept.full().unwrap().get(), serde_json::to_string(m).unwrap());
@@ -837,7 +850,7 @@ mod tests {
             proptest::prop_assert_eq!(kept.id().unwrap(), m.id.clone());
             proptest::prop_assert_eq!(kept.message().unwrap(), m.clone());
             proptest::prop_assert_eq!(kept.content_text().unwrap(), content.as_str());
-            let (history, _) = History::of(std::slice::from_ref(&m), &Origin::default()).unwrap();
+            let (history, _) = kept_of(std::slice::from_ref(&m), &Origin::default()).unwrap();
             proptest::prop_assert_eq!(history.index_of(m.id.as_deref().unwrap()), Some(0));
         }
     }
@@ -846,7 +859,7 @@ mod tests {
     fn ids_are_found_by_their_quoted_text() {
         let ids = ["a", "a\"b", "a\\", "é", "a,"];
         let (history, _) =
-            History::of(&ids.iter().map(|id| message(Role::User, id)).collect::<Vec<_>>(), &Origin::default()).unwrap();
+            kept_of(&ids.iter().map(|id| message(Role::User, id)).collect::<Vec<_>>(), &Origin::default()).unwrap();
         for (i, id) in ids.iter().enumerate() {
             assert_eq!(history.index_of(id), Some(i), "{id}");
             assert_eq!(history.id_at(i).unwrap().as_deref(), Some(*id));
@@ -860,7 +873,7 @@ mod tests {
     #[test]
     fn the_trailing_group_follows_appends_and_cuts() {
         let (mut history, _) =
-            History::of(&[message(Role::User, "u1"), calls("a1", &["c1", "c2"])], &Origin::default()).unwrap();
+            kept_of(&[message(Role::User, "u1"), calls("a1", &["c1", "c2"])], &Origin::default()).unwrap();
         assert_eq!(unanswered(&history), ["c1", "c2"]);
         history.extend(&[result("t1", "c1")], &Origin::default()).unwrap();
         assert_eq!(unanswered(&history), ["c2"]);
@@ -882,8 +895,8 @@ mod tests {
         history.drop_oldest(9).unwrap();
         assert_eq!(history.len(), 0);
         assert!(unanswered(&history).is_empty());
-        let (mut compacted, _) = History::of(&[message(Role::User, "s")], &Origin::default()).unwrap();
-        let (old, _) = History::of(&[message(Role::User, "u"), calls("a", &["c"])], &Origin::default()).unwrap();
+        let (mut compacted, _) = kept_of(&[message(Role::User, "s")], &Origin::default()).unwrap();
+        let (old, _) = kept_of(&[message(Role::User, "u"), calls("a", &["c"])], &Origin::default()).unwrap();
         compacted.extend_kept(&old, 1).unwrap();
         assert_eq!(unanswered(&compacted), ["c"]);
     }

@@ -201,8 +201,8 @@ impl MemoryStore {
         let planned = plan_append(entry.history.tail().clone(), messages)?;
         if !planned.is_empty() {
             let origin = stored_by(session_id, entry);
-            let kept = entry.history.extend(&planned, &origin)?;
-            self.index_images(&planned, &kept);
+            entry.history.extend(&planned, &origin)?;
+            self.index_images(&planned, &entry.history);
             planned.iter().filter_map(|m| m.usage.as_deref()).for_each(|u| entry.usage.add(u));
             // Messages made for this append were stamped a moment ago, in this request,
             // and those the rules add just now: the newest stamp (canonical stamps compare
@@ -216,14 +216,14 @@ impl MemoryStore {
         Ok(Appended::new(message_ids, index, entry.revision))
     }
 
-    /// Indexes the images of `messages`, kept as `kept`.
-    fn index_images(&self, messages: &[Message], kept: &[Stored]) {
+    /// Indexes the images of `messages`, the newest of `history`.
+    fn index_images(&self, messages: &[Message], history: &History) {
         // Most appends hold no image: the index's lock is not taken for them.
         if messages.iter().all(|m| m.images.as_ref().is_none_or(Vec::is_empty)) {
             return;
         }
         let mut index = self.images.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        for (message, kept) in messages.iter().zip(kept) {
+        for (message, kept) in messages.iter().zip(history.newest(messages.len())) {
             for (i, data) in message.images.iter().flatten().enumerate() {
                 let holders = index.entry(image::describe(data).reference).or_default();
                 holders.retain(|(m, _)| m.alive());
@@ -426,14 +426,14 @@ impl Sessions for MemoryStore {
         };
         let revision = replaced.as_ref().map_or(0, |r| r.1);
         let owner = Arc::new(id.clone());
-        let (history, kept) = History::of(&import.messages, &Origin { owner: owner.clone(), revision })?;
+        let history = History::of(&import.messages, &Origin { owner: owner.clone(), revision })?;
+        self.index_images(&import.messages, &history);
         let mut entry = Entry::new(import.fields, history, None);
         entry.owner = Some(owner);
         entry.usage = UsageTotals::of(import.messages.iter().filter_map(|m| m.usage.as_deref()));
         if let Some((created_at, revision)) = replaced {
             (entry.created_at, entry.revision) = (created_at, revision);
         }
-        self.index_images(&import.messages, &kept);
         let info = entry.info(&id);
         self.publish(&id, &entry, ChangeKind::Imported);
         sessions.insert(id, entry);
@@ -447,6 +447,10 @@ impl Sessions for MemoryStore {
 
 #[async_trait]
 impl Histories for MemoryStore {
+    fn signals_queued(&self) -> bool {
+        false
+    }
+
     async fn append(
         &self,
         session_id: &str,
@@ -499,8 +503,8 @@ impl Histories for MemoryStore {
             history.keep_oldest(n - 1)?;
             if let Some(replacement) = replace_with {
                 let planned = plan_append(history.tail().clone(), vec![replacement])?;
-                let kept = history.extend(&planned, &stored_by(session_id, e))?;
-                self.index_images(&planned, &kept);
+                history.extend(&planned, &stored_by(session_id, e))?;
+                self.index_images(&planned, &history);
             }
             e.history = history;
             Ok((true, last))
@@ -553,7 +557,7 @@ impl Histories for MemoryStore {
         }
         let summary = compaction_message(summary, cut as u64, old.id_at(0)?, old.id_at(cut - 1)?);
         let summary_message_id = summary.id.clone();
-        let (mut history, _) = History::of(&[summary], &origin)?;
+        let mut history = History::of(&[summary], &origin)?;
         history.extend_kept(old, cut)?;
         let archived = archive.then(|| archive_of(session_id, entry)).transpose()?;
         let (archived_session_id, revision) =

@@ -208,7 +208,7 @@ mod tests {
             let mut first = None;
             for (s, session) in sessions.iter().enumerate() {
                 let messages: Vec<Message> = session.iter().enumerate().map(|(i, t)| message(i, t)).collect();
-                let (history, _) = History::of(&messages, &Origin::default()).unwrap();
+                let history = History::of(&messages, &Origin::default()).unwrap();
                 first.get_or_insert_with(|| (history.clone(), session.clone()));
                 texts.push((format!("s{s}"), session.clone()));
                 searched.push((format!("s{s}"), history.searched()));
