@@ -507,9 +507,9 @@ fn start(handler: &Handler, params: Option<&str>, call: Arc<Call>) -> BoxFuture<
 struct Cancels {
     tokens: Mutex<HashMap<String, CancellationToken>>,
     /// How many `tokens` holds, written with it. Every request's id is checked against
-    /// the calls in flight, and there are none when it runs at once: the count says so
-    /// without the lock and its two atomic operations. Only the connection enters, so a
-    /// stale count is one too high.
+    /// the calls in flight, and there are usually none when it runs at once: the count
+    /// says so without the lock and its two atomic operations. Only the connection
+    /// enters, so a stale count is too high, never too low.
     len: AtomicUsize,
 }
 
@@ -606,15 +606,21 @@ mod tests {
         (connection, input, out_rx)
     }
 
-    /// `connect`, with replies going to `outbox`.
+    /// `connect`, with replies going to `outbox`, for a store whose appends say when
+    /// their writes are queued.
     fn connect_to(registry: Registry, frames: &[&str], outbox: Outbox) -> (Connection, Input) {
+        connect_with(registry, frames, outbox, true)
+    }
+
+    /// `connect_to`, for a store whose appends say so (`queued_writes`) or not.
+    fn connect_with(registry: Registry, frames: &[&str], outbox: Outbox, queued_writes: bool) -> (Connection, Input) {
         let limits = crate::rpc::Config {
             framing: None,
             max_message_bytes: 1024,
             max_pending_bytes: 1 << 20,
             one_at_a_time: false,
         };
-        let connection = Connection::new(registry, outbox.clone(), Arc::new(Peer::new(outbox)), &limits, true);
+        let connection = Connection::new(registry, outbox.clone(), Arc::new(Peer::new(outbox)), &limits, queued_writes);
         let source = Source::Reader(Box::new(std::io::Cursor::new(frames.join("\n") + "\n")));
         let input = Input::new(source, Decoder::new(FramingCell::new(None), 1024)).unwrap();
         (connection, input)
@@ -703,6 +709,53 @@ mod tests {
                 r#"{"jsonrpc":"2.0","id":1,"result":"saw the cancel"}"#,
                 r#"{"jsonrpc":"2.0","id":2,"result":"after"}"#,
             ]
+        );
+    }
+
+    /// With a store that never says its writes are queued (memory), an append started at
+    /// once that waits is given no hook: one it calls anyway opens nothing, and the next
+    /// append on its session starts once it has finished.
+    #[tokio::test]
+    async fn without_queued_writes_the_next_append_waits_for_the_one_before_to_finish() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let method = |name: &'static str, waits: bool| {
+            let log = log.clone();
+            Method {
+                spec: Spec { order: Order::Append, runs: Runs::Inline, effect: Effect::Changes },
+                handler: Box::new(move |_, _| {
+                    let log = log.clone();
+                    async move {
+                        lock(&log).push(format!("{name} started"));
+                        if waits {
+                            queued::signal();
+                            for _ in 0..3 {
+                                tokio::task::yield_now().await;
+                            }
+                        }
+                        lock(&log).push(format!("{name} finished"));
+                        name.write(1024)
+                    }
+                    .boxed()
+                }),
+            }
+        };
+        let registry: Registry =
+            [("first", method("first", true)), ("second", method("second", false))].into_iter().collect();
+        let frames = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"first","params":{"session_id":"s"}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"second","params":{"session_id":"s"}}"#,
+        ];
+        let (outbox, mut out_rx) = Outbox::channel();
+        let (connection, input) = connect_with(registry, &frames, outbox, false);
+        run(connection, input).await;
+        assert_eq!(*lock(&log), ["first started", "first finished", "second started", "second finished"]);
+        let mut replies = Vec::new();
+        while let Ok(reply) = out_rx.try_recv() {
+            replies.push(reply.into_string());
+        }
+        assert_eq!(
+            replies,
+            [r#"{"jsonrpc":"2.0","id":1,"result":"first"}"#, r#"{"jsonrpc":"2.0","id":2,"result":"second"}"#]
         );
     }
 

@@ -72,7 +72,7 @@ impl Gate {
 pub struct Sequencer {
     state: Mutex<State>,
     /// How many requests `state` has running, written with it: `is_idle` reads it
-    /// without taking the lock, which costs an append two atomic operations more.
+    /// without the lock (which would cost every request two atomic operations).
     running: AtomicUsize,
 }
 

@@ -18,6 +18,9 @@ const INLINE_MAX: usize = 64 * 1024;
 /// shorter one is copied, which costs less than one more slice for the kernel to walk.
 const SHARE_MIN: usize = 512;
 
+/// How many bytes `write` sets aside for a result's text at first.
+const FIRST_BUFFER: usize = 256;
+
 /// A method's outcome: its result's JSON text (`Written`), or its error.
 pub type Outcome = Result<Written, ErrorObjectOwned>;
 
@@ -56,10 +59,10 @@ pub fn with_id(id: &str, outcome: Outcome, max: usize) -> Reply {
                 Reply::new(reply, parts)
             };
             match written {
-                // A short result goes in one piece with its head.
-                // In the result's own buffer when it has room (an append's has: `write`
-                // starts with 256 bytes), not in a second one.
-                Written::Text(mut text) if text.len() <= INLINE_MAX && text.capacity() - text.len() > head => {
+                // A short result goes in one piece with its head: in the result's own
+                // buffer when that is the one `write` starts with and has room (an
+                // append's has), so that the reply holds no more room than that.
+                Written::Text(mut text) if text.capacity() <= FIRST_BUFFER && text.capacity() - text.len() > head => {
                     text.insert_str(0, RESULT);
                     text.insert_str(0, id);
                     text.insert_str(0, OPEN);
@@ -105,7 +108,7 @@ pub trait Splice {
 /// to put into the reply: serialized once, and a history's message texts not copied at
 /// all (`Splice`). Serializing stops at the reply limit.
 pub fn write(max: usize, write: impl FnOnce(&mut Pieces) -> Result<(), ErrorObjectOwned>) -> Outcome {
-    let mut pieces = Pieces { parts: Vec::new(), open: Vec::with_capacity(256), len: 0, max };
+    let mut pieces = Pieces { parts: Vec::new(), open: Vec::with_capacity(FIRST_BUFFER), len: 0, max };
     write(&mut pieces)?;
     if pieces.len > max {
         return Err(reply_too_large(max));

@@ -2,9 +2,10 @@
 //! session are applied in the order they were queued (SQLite: one writer thread, FIFO)
 //! calls [`signal`] right after queueing; the connection (`rpc::order`) then lets the
 //! next append on that session queue its own write, so that appends pipelined on one
-//! session share a commit instead of waiting for each other's. A backend that never
-//! calls it (memory: applied at once; PostgreSQL: several writers) keeps the order as
-//! before: the next request starts when this one has finished.
+//! session share a commit instead of waiting for each other's; PostgreSQL's commit queue
+//! calls it too. A backend that never calls it (memory: applied at once) says so
+//! (`Histories::signals_queued`), is given no hook, and keeps the order as before: the
+//! next request starts when this one has finished.
 //!
 //! The hook is a task-local set by whoever runs the request, around the whole of it; it
 //! fires at most once, on the first write queued.

@@ -572,6 +572,7 @@ fn read_tail(messages: &imbl::Vector<Stored>) -> Result<Tail> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     /// A history of `messages`, and them as kept.
     fn kept_of(messages: &[Message], origin: &Origin) -> Result<(History, Vec<Stored>)> {
@@ -579,7 +580,6 @@ mod tests {
         let kept = history.newest(messages.len()).cloned().collect();
         Ok((history, kept))
     }
-    use serde_json::json;
 
     fn message(role: Role, id: &str) -> Message {
         Message { id: Some(id.into()), ..Message::new(role, json!("text")) }
