@@ -430,8 +430,8 @@ impl Connection {
     fn at_once(&self, handler: &Handler, id: Option<&str>, params: Option<&str>, order: Order) -> Pending {
         // The gate the requests after it wait on, made now only if the work may open it
         // while it runs (a store that queues its writes); else when it waits.
-        let stage_now = self.queued_writes.then(|| stage(order, params));
-        let started = (stage_now == Some(Stage::Queued)).then(Started::default);
+        let stage = stage(order, params);
+        let started = (stage == Stage::Queued && self.queued_writes).then(Started::default);
         let on_queued = started.as_ref().map(Started::on_queued);
         // An inline method never lets its session go before it ends (only one waiting for
         // the host does): its place, if it takes one, is given up when it finishes.
@@ -444,7 +444,6 @@ impl Connection {
         }
         // It takes its running place now (`could_start` said one was free), or, queued
         // already, waits for its commit in a place of its own (see `Run::run`).
-        let stage = stage_now.unwrap_or_else(|| stage(order, params));
         let started = started.unwrap_or_default();
         let running = started.is_queued().then(|| self.budget.waiting()).flatten().or_else(|| self.budget.try_start());
         let mut place = self.sequencer.enter_started(order::keys(order, params), stage, started);
