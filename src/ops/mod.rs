@@ -87,6 +87,11 @@ impl Call {
         self.cancel.get_or_init(CancellationToken::new)
     }
 
+    /// Whether its token was made and cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.get().is_some_and(CancellationToken::is_cancelled)
+    }
+
     /// Lets later requests on the same session run now.
     pub fn release(&self) {
         let release = lock(&self.release).take();

@@ -8,7 +8,9 @@
 //!   once (on its work's first poll) only looks (`input_fits`): nothing else runs
 //!   before it would give the share back. So does its running place (`could_start`).
 //! - A reply takes its size from the output budget before it is queued and gives it back
-//!   once written. A request starts only when it holds one of `MAX_RUNNING` places and
+//!   once written. Replies made at once are only counted (`Owed`) while the connection
+//!   holds them, and their shares taken in one go when it hands them over (`pay`):
+//!   nothing else runs in between. A request starts only when it holds one of `MAX_RUNNING` places and
 //!   the output budget has room, so a client that sends much and reads nothing holds
 //!   the server at about the budget plus `MAX_RUNNING` replies, however many requests
 //!   it sends.
@@ -31,6 +33,11 @@ pub const DEFAULT_PENDING_BYTES: usize = 256 * 1024 * 1024;
 
 /// A part of the budget, given back when dropped.
 pub type Hold = OwnedSemaphorePermit;
+
+/// The shares of the output budget that replies made at once will take once handed to
+/// the output (`Budget::owe`, `Budget::pay`): the sum of their shares.
+#[derive(Debug, Default)]
+pub struct Owed(usize);
 
 #[derive(Clone, Debug)]
 pub struct Budget {
@@ -83,9 +90,30 @@ impl Budget {
         self.output.clone().acquire_many_owned(self.share(len)).await.ok()
     }
 
-    /// A reply's share of the output budget if it fits now.
-    pub fn try_output(&self, len: usize) -> Option<Hold> {
-        self.output.clone().try_acquire_many_owned(self.share(len)).ok()
+    /// Counts a reply of `len` bytes made at once into `owed` if it fits in the output
+    /// budget now beside what `owed` counts already.
+    pub fn owe(&self, owed: &mut Owed, len: usize) -> bool {
+        let total = owed.0.saturating_add(self.share(len) as usize);
+        let fits = self.output.available_permits() >= total;
+        if fits {
+            owed.0 = total;
+        }
+        fits
+    }
+
+    /// Takes what `owed` counts from the output budget, and clears it. Nothing has taken
+    /// from the budget since it was counted, so this does not wait but for a reply whose
+    /// work was polled by another task in between (never, on one thread).
+    pub async fn pay(&self, owed: &mut Owed) -> Option<Hold> {
+        let total = std::mem::take(&mut owed.0);
+        if total == 0 {
+            return None;
+        }
+        let share = self.share(total);
+        match self.output.clone().try_acquire_many_owned(share) {
+            Ok(hold) => Some(hold),
+            Err(_) => self.output.clone().acquire_many_owned(share).await.ok(),
+        }
     }
 
     /// A place to wait for a commit in, if one is free now: an append whose write is
@@ -96,13 +124,14 @@ impl Budget {
 
     /// Whether `try_start` would give a place now, without taking it: work done on its
     /// first poll gives it back before anything else could ask.
-    pub fn could_start(&self) -> bool {
-        self.output.available_permits() > 0 && self.running.available_permits() > 0
+    pub fn could_start(&self, owed: &Owed) -> bool {
+        self.output.available_permits() > owed.0 && self.running.available_permits() > 0
     }
 
-    /// A place to run in, if one is free and the output budget has room now.
-    pub fn try_start(&self) -> Option<Hold> {
-        if self.output.available_permits() == 0 {
+    /// A place to run in, if one is free and the output budget has room now beside what
+    /// `owed` counts.
+    pub fn try_start(&self, owed: &Owed) -> Option<Hold> {
+        if self.output.available_permits() <= owed.0 {
             return None;
         }
         self.running.clone().try_acquire_owned().ok()
@@ -163,14 +192,36 @@ mod tests {
         drop(held);
         assert!(budget.input_fits(1000), "larger than the budget: fits when it is all free");
 
-        assert!(budget.could_start());
-        let running: Vec<Hold> = (0..MAX_RUNNING).map(|_| budget.try_start().expect("a free place")).collect();
-        assert!(!budget.could_start() && budget.try_start().is_none());
+        let none = Owed::default();
+        assert!(budget.could_start(&none));
+        let running: Vec<Hold> = (0..MAX_RUNNING).map(|_| budget.try_start(&none).expect("a free place")).collect();
+        assert!(!budget.could_start(&none) && budget.try_start(&none).is_none());
         drop(running);
         let written_later = budget.output(1000).await;
-        assert!(!budget.could_start() && budget.try_start().is_none(), "no room in the output budget");
+        assert!(!budget.could_start(&none) && budget.try_start(&none).is_none(), "no room in the output budget");
         drop(written_later);
-        assert!(budget.could_start());
+        assert!(budget.could_start(&none));
+    }
+
+    /// Replies made at once count against the budget before they take from it, and take
+    /// their shares in one hold.
+    #[tokio::test]
+    async fn what_is_owed_counts_before_it_is_paid() {
+        let budget = Budget::new(100);
+        let mut owed = Owed::default();
+        assert!(budget.owe(&mut owed, 60) && budget.owe(&mut owed, 0), "an empty reply counts as one byte");
+        assert!(!budget.owe(&mut owed, 40), "39 bytes are left");
+        assert!(budget.could_start(&owed) && budget.try_start(&owed).is_some());
+        assert!(budget.owe(&mut owed, 39));
+        assert!(!budget.could_start(&owed) && budget.try_start(&owed).is_none(), "all of it is owed");
+
+        let paid = budget.pay(&mut owed).await.expect("a hold");
+        assert_eq!((paid.num_permits(), owed.0), (100, 0));
+        assert!(budget.pay(&mut owed).await.is_none(), "nothing owed: nothing taken");
+        assert!(!budget.owe(&mut owed, 1), "the paid shares are held until written");
+        drop(paid);
+        assert!(budget.owe(&mut owed, 1000), "larger than the budget: fits when it is all free");
+        assert!(!budget.owe(&mut owed, 1));
     }
 
     #[tokio::test]

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::lock;
 use crate::ops::Call;
 use crate::pool::Pool;
-use crate::rpc::budget::Budget;
+use crate::rpc::budget::{Budget, Owed};
 use crate::rpc::envelope::{Element, Frame, classify};
 use crate::rpc::error::{
     INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, batch_too_large, plain, too_large,
@@ -101,8 +101,13 @@ pub struct Connection {
     queued_writes: bool,
     shutting_down: bool,
     exit_code: Option<i32>,
-    /// Replies made at once, not yet handed to the output (`flush`).
+    /// Replies made at once, not yet handed to the output (`flush`), and their shares
+    /// of the output budget, taken when they are.
     held: Vec<Reply>,
+    owed: Owed,
+    /// The `Call` the next inline call run at once is given: one is made again only when
+    /// a call keeps it (its work waits, or something holds it past its end).
+    spare: Option<Arc<Call>>,
 }
 
 impl Connection {
@@ -129,6 +134,8 @@ impl Connection {
             shutting_down: false,
             exit_code: None,
             held: Vec::new(),
+            owed: Owed::default(),
+            spare: None,
         }
     }
 
@@ -208,6 +215,10 @@ impl Connection {
     /// connection waits for, as well as after every `FRAMES_PER_WRITE` frames and at the
     /// end of each read.
     pub(crate) async fn flush(&mut self) {
+        if let Some(last) = self.held.last_mut() {
+            // The batch's shares in one hold, given back once all of it is written.
+            last.hold(self.budget.pay(&mut self.owed).await);
+        }
         self.outbox.send_now(&mut self.held).await;
     }
 
@@ -269,14 +280,12 @@ impl Connection {
         // answered without a task (and was never in flight).
         let pending = match std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut pending).poll(cx))).await {
             Poll::Ready(None) => return,
-            Poll::Ready(Some(reply)) => match self.budget.try_output(reply.len()) {
-                Some(output) => {
-                    drop(input);
-                    self.held.push(reply.held_by(Some(output)));
-                    return;
-                }
-                None => Pending::Now(Some(reply)),
-            },
+            Poll::Ready(Some(reply)) if self.budget.owe(&mut self.owed, reply.len()) => {
+                drop(input);
+                self.held.push(reply);
+                return;
+            }
+            Poll::Ready(Some(reply)) => Pending::Now(Some(reply)),
             Poll::Pending => pending,
         };
         let input = input.or_else(|| self.budget.try_input(bytes.len()));
@@ -371,9 +380,12 @@ impl Connection {
             && spec.runs == Runs::Inline
             && !self.one_at_a_time
             && self.sequencer.is_idle()
-            && self.budget.could_start()
+            && self.budget.could_start(&self.owed)
         {
-            return Some(self.at_once(&found.handler, id, params, spec.order));
+            let call = self.spare.take().unwrap_or_else(|| Arc::new(Call::new(None, Box::new(|| ()))));
+            let (pending, spare) = self.at_once(&found.handler, call, id, params, spec.order);
+            self.spare = spare;
+            return Some(pending);
         }
         // One key no session id can be: every request after the one before.
         let (keys, stage) = match (self.one_at_a_time, spec.order) {
@@ -426,26 +438,37 @@ impl Connection {
     /// way, and no later frame is read before this first poll. Work done on that poll (an
     /// append to the memory store) never takes a place in the order, an entry for
     /// `$/cancelRequest` or a task; work that waits takes them then, as if it had waited
-    /// for nothing, and goes on as `Run::run` would.
-    fn at_once(&self, handler: &Handler, id: Option<&str>, params: Option<&str>, order: Order) -> Pending {
+    /// for nothing, and goes on as `Run::run` would. `call` comes back when nothing
+    /// else holds it, to be given to the next call run at once.
+    fn at_once(
+        &self,
+        handler: &Handler,
+        call: Arc<Call>,
+        id: Option<&str>,
+        params: Option<&str>,
+        order: Order,
+    ) -> (Pending, Option<Arc<Call>>) {
         // The gate the requests after it wait on, made now only if the work may open it
         // while it runs (a store that queues its writes); else when it waits.
         let stage = stage(order, params);
         let started = (stage == Stage::Queued && self.queued_writes).then(Started::default);
         let on_queued = started.as_ref().map(Started::on_queued);
         // An inline method never lets its session go before it ends (only one waiting for
-        // the host does): its place, if it takes one, is given up when it finishes.
-        let call = Arc::new(Call::new(None, Box::new(|| ())));
+        // the host does): its place, if it takes one, is given up when it finishes. So
+        // its call's `release` does nothing.
         let mut work = AssertUnwindSafe(queued::scope(on_queued, start(handler, params, call.clone()))).catch_unwind();
         let max = self.max_message_bytes;
         // Polled again, with a waker that wakes, by whoever polls what this returns.
         if let Poll::Ready(outcome) = Pin::new(&mut work).poll(&mut Context::from_waker(Waker::noop())) {
-            return Pending::Now(id.map(|id| answer(id, outcome.map_err(|_| Stop::Panicked), max)));
+            drop(work);
+            let reply = Pending::Now(id.map(|id| answer(id, outcome.map_err(|_| Stop::Panicked), max)));
+            return (reply, unheld(call));
         }
         // It takes its running place now (`could_start` said one was free), or, queued
         // already, waits for its commit in a place of its own (see `Run::run`).
         let started = started.unwrap_or_default();
-        let running = started.is_queued().then(|| self.budget.waiting()).flatten().or_else(|| self.budget.try_start());
+        let running =
+            started.is_queued().then(|| self.budget.waiting()).flatten().or_else(|| self.budget.try_start(&self.owed));
         let mut place = self.sequencer.enter_started(order::keys(order, params), stage, started);
         let id = id.map(str::to_owned);
         if let Some(id) = &id {
@@ -453,7 +476,7 @@ impl Connection {
         }
         drop(call);
         let cancels = self.cancels.clone();
-        Pending::Later(
+        let pending = Pending::Later(
             async move {
                 let outcome = work.await.map_err(|_| Stop::Panicked);
                 place.finish_in_order().await;
@@ -462,7 +485,8 @@ impl Connection {
                 answered(&cancels, id, outcome, max)
             }
             .boxed(),
-        )
+        );
+        (pending, None)
     }
 
     /// `$/cancelRequest {id}`: ends the request it names, if it is still waiting or
@@ -491,6 +515,15 @@ fn stage(order: Order, params: Option<&str>) -> Stage {
         Order::Append if params.is_none_or(|p| GEMINI_CONTENTS.find(p.as_bytes()).is_none()) => Stage::Queued,
         _ => Stage::Done,
     }
+}
+
+/// `call` if nothing else holds it, and nothing cancelled it: a call run at once that
+/// ended without keeping it leaves it as it was given.
+fn unheld(call: Arc<Call>) -> Option<Arc<Call>> {
+    // A holder that let go on another thread did so before the count read here.
+    let alone = Arc::strong_count(&call) == 1;
+    std::sync::atomic::fence(Ordering::Acquire);
+    (alone && !call.is_cancelled()).then_some(call)
 }
 
 /// A method's work, made by its handler from the params. The handler parses the params
@@ -709,6 +742,58 @@ mod tests {
                 r#"{"jsonrpc":"2.0","id":2,"result":"after"}"#,
             ]
         );
+    }
+
+    /// A call answered at once leaves its `Call` to the next call run at once, unless it
+    /// keeps it: one that holds it on past its end, or one that waits (which
+    /// `$/cancelRequest` then reaches alone).
+    #[tokio::test]
+    async fn a_call_answered_at_once_leaves_its_call_to_the_next_unless_it_keeps_it() {
+        // Weak: each `Call` stays allocated, so a new one cannot take its address.
+        let seen: Arc<Mutex<Vec<std::sync::Weak<Call>>>> = Arc::default();
+        let kept: Arc<Mutex<Vec<Arc<Call>>>> = Arc::default();
+        let method = |keeps: bool, waits: bool| {
+            let (seen, kept) = (seen.clone(), kept.clone());
+            Method {
+                spec: Spec { order: Order::Session, runs: Runs::Inline, effect: Effect::Changes },
+                handler: Box::new(move |_, call: Arc<Call>| {
+                    lock(&seen).push(Arc::downgrade(&call));
+                    if keeps {
+                        lock(&kept).push(call.clone());
+                    }
+                    async move {
+                        if waits {
+                            call.cancel().cancelled().await;
+                        }
+                        "done".write(1024)
+                    }
+                    .boxed()
+                }),
+            }
+        };
+        let registry: Registry =
+            [("plain", method(false, false)), ("keeps", method(true, false)), ("waits", method(false, true))]
+                .into_iter()
+                .collect();
+        let frames = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"plain","params":{"session_id":"s"}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"plain","params":{"session_id":"s"}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"keeps","params":{"session_id":"s"}}"#,
+            r#"{"jsonrpc":"2.0","id":4,"method":"plain","params":{"session_id":"s"}}"#,
+            r#"{"jsonrpc":"2.0","id":5,"method":"waits","params":{"session_id":"s"}}"#,
+            r#"{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":5}}"#,
+        ];
+        let replies = serve(registry, &frames).await;
+        assert_eq!(
+            replies,
+            (1..=5).map(|id| format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"done"}}"#)).collect::<Vec<_>>()
+        );
+        let seen = lock(&seen);
+        let same = |a: usize, b: usize| seen[a].ptr_eq(&seen[b]);
+        assert!(same(0, 1) && same(1, 2), "given again while no call keeps it");
+        assert!(!same(2, 3), "the call that kept it keeps it alone");
+        assert!(same(3, 4));
+        assert!(!lock(&kept)[0].is_cancelled(), "cancelling the call that waited reaches no other");
     }
 
     /// With a store that never says its writes are queued (memory), an append started at

@@ -156,9 +156,25 @@ impl Audit {
 /// Runs `messages` through the rules after a history whose trailing group is `tail`;
 /// all or nothing. Returns the messages to store (cancelled results included).
 pub fn plan_append(mut tail: Tail, messages: Vec<Message>) -> Result<Vec<Message>> {
-    let mut out = Vec::with_capacity(messages.len());
-    for message in messages {
-        tail.push(message, &mut out)?;
+    // Most appends leave no call unanswered: their messages are returned as given, not
+    // moved into a vector of their own.
+    let mut cancels = Vec::new();
+    for (i, message) in messages.iter().enumerate() {
+        let unanswered = tail.advance(message)?;
+        if !unanswered.is_empty() {
+            cancels.push((i, unanswered));
+        }
+    }
+    if cancels.is_empty() {
+        return Ok(messages);
+    }
+    let mut out = Vec::with_capacity(messages.len() + cancels.iter().map(|(_, calls)| calls.len()).sum::<usize>());
+    let mut cancels = cancels.into_iter().peekable();
+    for (i, message) in messages.into_iter().enumerate() {
+        if let Some((_, calls)) = cancels.next_if(|(at, _)| *at == i) {
+            out.extend(calls.iter().map(|c| Message::cancelled(c, Some(crate::session::new_message_id()))));
+        }
+        out.push(message);
     }
     Ok(out)
 }
@@ -307,6 +323,34 @@ mod tests {
         assert!(out[0].id.is_some());
         let history = [vec![user("go"), calls(&["a", "b"]), result("b")], out].concat();
         assert_eq!(reason(tail_of(&history).check_result("a").unwrap_err()), SequenceReason::NoPendingToolCalls);
+    }
+
+    /// Cancelled results go before the message that closes their group, wherever it is
+    /// in the append; an append that leaves nothing unanswered is kept as given.
+    #[test]
+    fn cancels_go_where_their_group_closes() {
+        let tail = tail_of(&[user("go")]);
+        let given = vec![calls(&["a", "b"]), result("b"), user("next"), calls(&["c"]), user("last")];
+        let out = plan_append(tail.clone(), given.clone()).unwrap();
+        let roles_and_calls: Vec<_> = out.iter().map(|m| (m.role, m.tool_call_id.as_deref())).collect();
+        assert_eq!(
+            roles_and_calls,
+            [
+                (Role::Assistant, None),
+                (Role::Tool, Some("b")),
+                (Role::Tool, Some("a")),
+                (Role::User, None),
+                (Role::Assistant, None),
+                (Role::Tool, Some("c")),
+                (Role::User, None),
+            ]
+        );
+        assert!(out[2].id.is_some() && out[5].id.is_some() && out[2].id != out[5].id);
+        assert_eq!(out[3].content, given[2].content);
+        assert_eq!(out[6].content, given[4].content);
+
+        let answered = vec![calls(&["a"]), result("a"), user("next")];
+        assert_eq!(plan_append(tail, answered.clone()).unwrap(), answered);
     }
 
     #[test]

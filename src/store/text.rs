@@ -36,8 +36,10 @@ impl Text {
     /// `text`, with `head` kept in front of it; `None` when it is 4 GiB or longer.
     pub fn new(head: u64, text: &str) -> Option<Text> {
         let length = u32::try_from(text.len()).ok()?;
-        let mut bytes = Arc::<[u8]>::new_uninit_slice(HEAD + text.len());
-        let out = Arc::get_mut(&mut bytes).expect("a new Arc has one holder").as_mut_ptr().cast::<u8>();
+        let bytes = Arc::<[u8]>::new_uninit_slice(HEAD + text.len());
+        // Not `Arc::get_mut`, whose check of the counts is an atomic operation: a new Arc
+        // has one holder, and `as_ptr` points into its allocation without a reference.
+        let out = Arc::as_ptr(&bytes).cast::<u8>().cast_mut();
         // SAFETY: `out` is `HEAD + text.len()` bytes this function alone holds, written
         // here each once, from places that do not overlap them; after that, all are.
         let bytes = unsafe {

@@ -390,7 +390,7 @@ impl Owners {
     fn push(&mut self, n: usize, owner: &Arc<String>) {
         match self.0.back_mut() {
             _ if n == 0 => {}
-            Some((count, last)) if last == owner => *count += n,
+            Some((count, last)) if Arc::ptr_eq(last, owner) || last == owner => *count += n,
             _ => self.0.push_back((n, owner.clone())),
         }
     }

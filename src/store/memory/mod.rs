@@ -70,6 +70,20 @@ impl Entry {
         Entry { fields, revision: 0, created_at: at.clone(), updated_at: at, forked_from, history, usage, owner: None }
     }
 
+    /// Runs `change` with its history and who stores what the next change adds: the
+    /// session, at its next revision. The session's name is lent for it, not shared again
+    /// (each change of an `Arc`'s count is an atomic operation).
+    fn storing<T>(&mut self, session_id: &str, change: impl FnOnce(&mut History, &Origin) -> T) -> T {
+        let owner = match self.owner.take() {
+            Some(owner) if owner.as_str() == session_id => owner,
+            _ => Arc::new(session_id.to_owned()),
+        };
+        let origin = Origin { owner, revision: self.revision + 1 };
+        let changed = change(&mut self.history, &origin);
+        self.owner = Some(origin.owner);
+        changed
+    }
+
     fn info(&self, session_id: &str) -> SessionInfo {
         SessionInfo {
             session_id: session_id.to_owned(),
@@ -200,8 +214,7 @@ impl MemoryStore {
         check_revision(expected_revision, entry.revision)?;
         let planned = plan_append(entry.history.tail().clone(), messages)?;
         if !planned.is_empty() {
-            let origin = stored_by(session_id, entry);
-            entry.history.extend(&planned, &origin)?;
+            entry.storing(session_id, |history, origin| history.extend(&planned, origin))?;
             self.index_images(&planned, &entry.history);
             planned.iter().filter_map(|m| m.usage.as_deref()).for_each(|u| entry.usage.add(u));
             // Messages made for this append were stamped a moment ago, in this request,
@@ -258,15 +271,6 @@ impl MemoryStore {
 fn archive_of(session_id: &str, entry: &Entry) -> Result<Entry> {
     let forked_from = ForkPoint { session_id: session_id.to_owned(), message_id: entry.history.last_id()? };
     Ok(Entry::new(entry.fields.clone(), entry.history.clone(), Some(forked_from)))
-}
-
-/// Who stores what the next change of `entry` adds: the session, at its next revision.
-fn stored_by(session_id: &str, entry: &mut Entry) -> Origin {
-    let owner = match &entry.owner {
-        Some(owner) if owner.as_str() == session_id => owner.clone(),
-        _ => entry.owner.insert(Arc::new(session_id.to_owned())).clone(),
-    };
-    Origin { owner, revision: entry.revision + 1 }
 }
 
 /// See `store::sql::edits::retried`: the same answer over a memory history.
@@ -503,7 +507,7 @@ impl Histories for MemoryStore {
             history.keep_oldest(n - 1)?;
             if let Some(replacement) = replace_with {
                 let planned = plan_append(history.tail().clone(), vec![replacement])?;
-                history.extend(&planned, &stored_by(session_id, e))?;
+                e.storing(session_id, |_, origin| history.extend(&planned, origin))?;
                 self.index_images(&planned, &history);
             }
             e.history = history;
@@ -548,7 +552,7 @@ impl Histories for MemoryStore {
         let mut sessions = self.lock();
         let entry = sessions.get_mut(session_id).ok_or_else(|| not_found(session_id))?;
         check_revision(expected_revision, entry.revision)?;
-        let origin = stored_by(session_id, entry);
+        let origin = entry.storing(session_id, |_, origin| origin.clone());
         let old = &entry.history;
         let cut = turns_cut(old.len(), old.roles_newest_first(), keep_turns);
         if cut == 0 {

@@ -323,6 +323,14 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// An ASCII text is signed as the same words in a text that is not ASCII (after
+        /// a dash that is no word): the words of an ASCII text are found and lowercased
+        /// apart, eight bytes at a time, and must hash as the words of any text do.
+        #[test]
+        fn an_ascii_text_is_signed_as_any_text_is(text in "([ -~]{0,3}[A-Za-z0-9]{1,20}){0,12}[ -~]{0,9}") {
+            proptest::prop_assert_eq!(Sign::of(&text), Sign::of(&format!("{text} \u{2014}")));
+        }
+
         /// No false "no": a message holding a query's words (its score says so) may match
         /// by its signature, and scores at most what the signature bounds it by.
         #[test]
