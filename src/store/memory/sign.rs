@@ -221,14 +221,26 @@ fn halves(words: u128) -> [u64; 2] {
 
 /// A word's three bits among the 128.
 fn word_bits(hash: u64) -> u128 {
-    (0..3).fold(0, |bits, k| bits | 1 << ((hash >> (7 * k)) & 127))
+    (0..3).fold(0, |bits, k| bits | BIT[((hash >> (7 * k)) & 127) as usize])
 }
 
 /// A prefix's one bit among the 128: prefixes ask less of a message than words, which
 /// keeps the filter sparse enough for words.
 fn prefix_bits(hash: u64) -> u128 {
-    1 << (hash & 127)
+    BIT[(hash & 127) as usize]
 }
+
+/// Each of the 128 bits alone: read from a table, since a shift of 128 bits takes a
+/// shift of each half, a test and two selects.
+static BIT: [u128; 128] = {
+    let mut bits = [0; 128];
+    let mut i = 0;
+    while i < 128 {
+        bits[i] = 1 << i;
+        i += 1;
+    }
+    bits
+};
 
 /// How many counters a signature holds, of 3 bits each.
 const SLOTS: u64 = 21;
