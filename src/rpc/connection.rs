@@ -215,9 +215,11 @@ impl Connection {
     /// connection waits for, as well as after every `FRAMES_PER_WRITE` frames and at the
     /// end of each read.
     pub(crate) async fn flush(&mut self) {
-        if let Some(last) = self.held.last_mut() {
-            // The batch's shares in one hold, given back once all of it is written.
-            last.hold(self.budget.pay(&mut self.owed).await);
+        // The batch's shares in one hold, kept by its last reply: given back once all of
+        // it is written. (Held replies hold nothing of their own.)
+        if let Some(last) = self.held.pop() {
+            let hold = self.budget.pay(&mut self.owed).await;
+            self.held.push(last.held_by(hold));
         }
         self.outbox.send_now(&mut self.held).await;
     }

@@ -81,16 +81,8 @@ impl Reply {
     }
 
     pub fn held_by(mut self, hold: Option<Hold>) -> Self {
-        self.hold(hold);
+        self.hold = hold;
         self
-    }
-
-    /// Keeps `hold` until it is written, with the hold it had.
-    pub fn hold(&mut self, hold: Option<Hold>) {
-        match (&mut self.hold, hold) {
-            (Some(had), Some(hold)) => had.merge(hold),
-            (had, hold) => *had = hold.or(had.take()),
-        }
     }
 
     pub fn into_string(self) -> String {
