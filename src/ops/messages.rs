@@ -50,9 +50,11 @@ impl Ops {
     /// `add_tool_result`, `add_message`); an error in it names `param`, the member it
     /// came in, when that is not the top level.
     ///
-    /// Not an `async fn`: the message goes into the `Vec` the append takes before the
-    /// future is made, so the future holds the `Vec`, not the message (every request's
-    /// future is moved into a box of that size).
+    /// Not an `async fn`: a message with nothing to wait for before the store's append
+    /// (no image refs to resolve, no call ids to number: nearly every one) is checked and
+    /// made here, before the future is, so the future holds the `Vec` the store takes,
+    /// not the input (every request's future is moved into a box of that size). Any other
+    /// takes the one append path, boxed, as `append` does.
     pub fn add<'a>(
         &'a self,
         session_id: &'a str,
@@ -60,9 +62,29 @@ impl Ops {
         param: Option<&'a str>,
         expected: Option<u64>,
     ) -> impl Future<Output = Result<Added>> + Send + 'a {
-        let inputs = vec![input];
+        let within = move |e: Error| match param {
+            Some(param) => e.within(param),
+            None => e,
+        };
+        // `Ok`: the message made now (or why it cannot be); `Err`: the input, for the
+        // one append path.
+        let made = if input.images.is_none() && !numbers_calls(&input) {
+            Ok(check_message_ids(std::slice::from_ref(&input))
+                .map_err(|(_, e)| within(e))
+                .and_then(|once| Ok((vec![input.into_message(Identity::Fresh).map_err(within)?], once))))
+        } else {
+            Err(vec![input])
+        };
         async move {
-            let done = self.append_named(session_id, inputs, |_| param.map(str::to_owned), expected).await?;
+            let done = match made {
+                Ok(made) => {
+                    let (messages, once) = made?;
+                    self.store.append(session_id, messages, expected, once).await?
+                }
+                Err(inputs) => {
+                    Box::pin(self.append_named(session_id, inputs, |_| param.map(str::to_owned), expected)).await?
+                }
+            };
             let Appended { mut message_ids, index, revision, duplicate_of } = done;
             let message_id = message_ids.pop().ok_or_else(|| Error::Internal("append returned no id".into()))?;
             Ok(Added { message_id, index, revision, duplicate: duplicate_of.is_some() })
