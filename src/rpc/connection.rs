@@ -81,6 +81,23 @@ const FRAMES_PER_WRITE: usize = 16;
 /// long read of small requests (64 KB holds some 500 appends) is where it matters.
 const FRAMES_PER_TURN: usize = 256;
 
+/// With `--deterministic` (`Config::one_at_a_time`), replies are queued in the order
+/// they are made, as its requests run: each holds this lock from when it is made until
+/// it is queued. Without it, a reply could pass one made before it that still waits in
+/// its task: tokio's channel lets a sender that finds room pass one it has given room to
+/// but that has not run yet, and `Outbox::send_now` writes past a task not yet queued.
+type InOrder = Option<Arc<tokio::sync::Mutex<()>>>;
+
+/// A reply's turn to be queued, when replies keep one order. The lock is free at once
+/// but when a reply made before holds it; it is asked for unconstrained, so that the
+/// runtime's budget for a turn never makes it wait without taking its place in line.
+async fn turn_in(order: &InOrder) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+    match order {
+        Some(order) => Some(tokio::task::unconstrained(order.clone().lock_owned()).await),
+        None => None,
+    }
+}
+
 pub struct Connection {
     methods: Registry,
     cpu: Pool,
@@ -96,6 +113,8 @@ pub struct Connection {
     max_message_bytes: usize,
     /// Every request in one order (`Config::one_at_a_time`).
     one_at_a_time: bool,
+    /// With `one_at_a_time`, what keeps replies in the order they are made (`InOrder`).
+    replies_in_order: InOrder,
     /// Whether the store's appends say when their writes are queued
     /// (`Ops::appends_signal_queued`); an append is given a hook for it only then.
     queued_writes: bool,
@@ -130,6 +149,7 @@ impl Connection {
             budget: Budget::new(limits.max_pending_bytes),
             max_message_bytes: limits.max_message_bytes,
             one_at_a_time: limits.one_at_a_time,
+            replies_in_order: limits.one_at_a_time.then(Arc::default),
             queued_writes,
             shutting_down: false,
             exit_code: None,
@@ -217,10 +237,10 @@ impl Connection {
     pub(crate) async fn flush(&mut self) {
         // The batch's shares in one hold, kept by its last reply: given back once all of
         // it is written. (Held replies hold nothing of their own.)
-        if let Some(last) = self.held.pop() {
-            let hold = self.budget.pay(&mut self.owed).await;
-            self.held.push(last.held_by(hold));
-        }
+        let Some(last) = self.held.pop() else { return };
+        let hold = self.budget.pay(&mut self.owed).await;
+        self.held.push(last.held_by(hold));
+        let _turn = turn_in(&self.replies_in_order).await;
         self.outbox.send_now(&mut self.held).await;
     }
 
@@ -287,6 +307,16 @@ impl Connection {
                 self.held.push(reply);
                 return;
             }
+            // In one order, a reply that does not fit waits for room here, not in a task
+            // that replies made after it could pass.
+            Poll::Ready(Some(reply)) if self.replies_in_order.is_some() => {
+                self.flush().await;
+                let _turn = turn_in(&self.replies_in_order).await;
+                let output = self.budget.output(reply.len()).await;
+                drop(input);
+                self.outbox.send_now(&mut vec![reply.held_by(output)]).await;
+                return;
+            }
             Poll::Ready(Some(reply)) => Pending::Now(Some(reply)),
             Poll::Pending => pending,
         };
@@ -296,9 +326,11 @@ impl Connection {
         // flight (or a turn the runtime's budget forces on the wait below).
         self.flush().await;
         let permit = self.in_flight.clone().acquire_owned().await;
-        let (outbox, budget) = (self.outbox.clone(), self.budget.clone());
+        let (outbox, budget, order) = (self.outbox.clone(), self.budget.clone(), self.replies_in_order.clone());
         tokio::spawn(async move {
             if let Some(reply) = pending.await {
+                // In the poll that made the reply: nothing made after it comes first.
+                let _turn = turn_in(&order).await;
                 let output = budget.output(reply.len()).await;
                 drop(input);
                 outbox.send(reply.held_by(output)).await;

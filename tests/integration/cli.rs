@@ -435,6 +435,35 @@ fn serve_says_explicitly_what_convo_alone_does() {
     assert_eq!(alone.stdout, explicit.stdout);
 }
 
+/// `--deterministic` replies in the order received however many requests wait at once:
+/// 20,000 appends pipelined, far more than the writer's queue (1,024) holds, with most
+/// replies made in tasks. Before the replies kept one order, a reply made at once passed
+/// hundreds made before it that waited in their tasks, some 45 times in such a run.
+#[test]
+fn deterministic_replies_come_in_the_order_received_when_thousands_are_pipelined() {
+    const APPENDS: u64 = 20_000;
+    let mut script = String::from(
+        "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"session/create\",\"params\":{\"session_id\":\"p\"}}\n",
+    );
+    for id in 1..=APPENDS {
+        let params = json!({"session_id": "p", "text": format!("message {id}")});
+        script += &format!("{}\n", json!({"jsonrpc": "2.0", "id": id, "method": "session/add_user", "params": params}));
+    }
+    let served =
+        convo_with(&["--deterministic", "--store", "memory", "serve", "--framing", "ndjson"], script.as_bytes());
+    assert_eq!(code(&served), 0, "{}", text(&served.stderr));
+    let replies: Vec<Value> = text(&served.stdout).lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let ids: Vec<u64> = replies.iter().map(|reply| reply["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids.len() as u64, APPENDS + 1);
+    if let Some(at) = ids.iter().zip(0..).position(|(id, n)| *id != n) {
+        panic!("reply {at} answers request {}; replies from {at}: {:?}", ids[at], &ids[at..(at + 4).min(ids.len())]);
+    }
+    // And each appended in that order: the Nth append is the Nth message.
+    for reply in &replies[1..] {
+        assert_eq!(reply["result"]["index"].as_u64(), Some(reply["id"].as_u64().unwrap() - 1), "{reply}");
+    }
+}
+
 #[test]
 fn schema_completions_and_man_pages() {
     let schema = convo(&["schema"]);
