@@ -88,9 +88,9 @@ const FRAMES_PER_TURN: usize = 256;
 /// but that has not run yet, and `Outbox::send_now` writes past a task not yet queued.
 type InOrder = Option<Arc<tokio::sync::Mutex<()>>>;
 
-/// A reply's turn to be queued, when replies keep one order. The lock is free at once
-/// but when a reply made before holds it; it is asked for unconstrained, so that the
-/// runtime's budget for a turn never makes it wait without taking its place in line.
+/// A reply's turn to be queued, when replies keep one order: at once, unless a reply made
+/// before holds the lock. It is asked for unconstrained, so that the runtime's budget for
+/// a turn never makes it wait without taking its place in line.
 async fn turn_in(order: &InOrder) -> Option<tokio::sync::OwnedMutexGuard<()>> {
     match order {
         Some(order) => Some(tokio::task::unconstrained(order.clone().lock_owned()).await),
