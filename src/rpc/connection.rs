@@ -111,10 +111,9 @@ pub struct Connection {
     host_turns: Arc<Semaphore>,
     budget: Budget,
     max_message_bytes: usize,
-    /// Every request in one order (`Config::one_at_a_time`).
-    one_at_a_time: bool,
-    /// With `one_at_a_time`, what keeps replies in the order they are made (`InOrder`).
-    replies_in_order: InOrder,
+    /// Every request in one order (`Config::one_at_a_time`) when present, and with it
+    /// what keeps their replies in the order they are made (`InOrder`).
+    one_at_a_time: InOrder,
     /// Whether the store's appends say when their writes are queued
     /// (`Ops::appends_signal_queued`); an append is given a hook for it only then.
     queued_writes: bool,
@@ -148,8 +147,7 @@ impl Connection {
             host_turns: Arc::new(Semaphore::new(MAX_HOST_TURNS as usize)),
             budget: Budget::new(limits.max_pending_bytes),
             max_message_bytes: limits.max_message_bytes,
-            one_at_a_time: limits.one_at_a_time,
-            replies_in_order: limits.one_at_a_time.then(Arc::default),
+            one_at_a_time: limits.one_at_a_time.then(Arc::default),
             queued_writes,
             shutting_down: false,
             exit_code: None,
@@ -240,7 +238,7 @@ impl Connection {
         let Some(last) = self.held.pop() else { return };
         let hold = self.budget.pay(&mut self.owed).await;
         self.held.push(last.held_by(hold));
-        let _turn = turn_in(&self.replies_in_order).await;
+        let _turn = turn_in(&self.one_at_a_time).await;
         self.outbox.send_now(&mut self.held).await;
     }
 
@@ -309,9 +307,9 @@ impl Connection {
             }
             // In one order, a reply that does not fit waits for room here, not in a task
             // that replies made after it could pass.
-            Poll::Ready(Some(reply)) if self.replies_in_order.is_some() => {
+            Poll::Ready(Some(reply)) if self.one_at_a_time.is_some() => {
                 self.flush().await;
-                let _turn = turn_in(&self.replies_in_order).await;
+                let _turn = turn_in(&self.one_at_a_time).await;
                 let output = self.budget.output(reply.len()).await;
                 drop(input);
                 self.outbox.send_now(&mut vec![reply.held_by(output)]).await;
@@ -326,7 +324,7 @@ impl Connection {
         // flight (or a turn the runtime's budget forces on the wait below).
         self.flush().await;
         let permit = self.in_flight.clone().acquire_owned().await;
-        let (outbox, budget, order) = (self.outbox.clone(), self.budget.clone(), self.replies_in_order.clone());
+        let (outbox, budget, order) = (self.outbox.clone(), self.budget.clone(), self.one_at_a_time.clone());
         tokio::spawn(async move {
             if let Some(reply) = pending.await {
                 // In the poll that made the reply: nothing made after it comes first.
@@ -412,7 +410,7 @@ impl Connection {
             self.shutting_down = true;
         } else if alone
             && spec.runs == Runs::Inline
-            && !self.one_at_a_time
+            && self.one_at_a_time.is_none()
             && self.sequencer.is_idle()
             && self.budget.could_start(&self.owed)
         {
@@ -422,7 +420,7 @@ impl Connection {
             return Some(pending);
         }
         // One key no session id can be: every request after the one before.
-        let (keys, stage) = match (self.one_at_a_time, spec.order) {
+        let (keys, stage) = match (self.one_at_a_time.is_some(), spec.order) {
             (true, _) => (vec![String::new()], Stage::Done),
             (false, order) => (order::keys(order, params), stage(order, params)),
         };
